@@ -1,0 +1,103 @@
+// Records agentgate keeps, as the services and stores see them. Times are epoch milliseconds
+// (`...AtMs`); the HTTP layer renders them as ISO 8601.
+
+export const AGENT_STATUSES = ['active', 'pending', 'expired', 'revoked', 'rejected', 'claimed'] as const;
+export type AgentStatus = (typeof AGENT_STATUSES)[number];
+
+export const HOST_STATUSES = ['active', 'pending', 'revoked', 'rejected'] as const;
+export type HostStatus = (typeof HOST_STATUSES)[number];
+
+export const GRANT_STATUSES = ['active', 'pending', 'denied', 'revoked'] as const;
+export type GrantStatus = (typeof GRANT_STATUSES)[number];
+
+export const MODES = ['delegated', 'autonomous'] as const;
+export type Mode = (typeof MODES)[number];
+
+/** A public JWK as stored (only the public members; never private parts). */
+export interface PublicJwk {
+  kty: string;
+  crv?: string;
+  x?: string;
+  y?: string;
+  n?: string;
+  e?: string;
+}
+
+/** `{field: exact-value}` or `{field: {op: operand, ...}}`, top-level argument names only. */
+export type Constraints = Record<string, unknown>;
+
+export interface HostRecord {
+  id: string;
+  /** RFC 7638 SHA-256 thumbprint of the current host key: the host's identity on the wire (`iss`). */
+  thumbprint: string;
+  publicJwk: PublicJwk;
+  name?: string;
+  status: HostStatus;
+  userId?: string;
+  defaultCapabilities: string[];
+  createdAtMs: number;
+  updatedAtMs: number;
+  activatedAtMs?: number;
+}
+
+/** The device-authorization approval an agent or its grants wait on (RFC 8628 fields). */
+export interface ApprovalRecord {
+  id: string;
+  userCode: string;
+  /** Grant ids this approval decides; empty when only the registration itself waits. */
+  grantIds: string[];
+  createdAtMs: number;
+  expiresAtMs: number;
+  intervalSeconds: number;
+}
+
+export interface AgentRecord {
+  id: string;
+  hostId: string;
+  name: string;
+  mode: Mode;
+  /** Stored status; session expiry and lifetimes are evaluated against the clock on every use. */
+  status: AgentStatus;
+  publicJwk: PublicJwk;
+  keyThumbprint: string;
+  /** Incremented on every key rotation; the hot path's key cache is checked against it. */
+  keyVersion: number;
+  /** Optimistic-concurrency version; every read-then-write transition bumps it. */
+  version: number;
+  /** Copied from the host (cascade) so the hot path never reads another hash slot. */
+  hostStatus: HostStatus;
+  hostThumbprint: string;
+  userId?: string;
+  reason?: string;
+  createdAtMs: number;
+  updatedAtMs: number;
+  activatedAtMs?: number;
+  lastUsedAtMs?: number;
+  /** created + absolute lifetime: when elapsed the agent is revoked for good. */
+  absoluteExpiresAtMs: number;
+  /** activated + max lifetime: when elapsed the agent is expired (reactivation resets it). */
+  maxLifetimeExpiresAtMs: number;
+  approval?: ApprovalRecord;
+}
+
+export interface GrantRecord {
+  id: string;
+  agentId: string;
+  capability: string;
+  status: GrantStatus;
+  constraints?: Constraints;
+  grantedBy?: string;
+  deniedBy?: string;
+  reason?: string;
+  createdAtMs: number;
+  updatedAtMs: number;
+  expiresAtMs?: number;
+}
+
+/** An agent with all its grants and its sliding session deadline, read in one go. */
+export interface AgentSnapshot {
+  agent: AgentRecord;
+  grants: GrantRecord[];
+  /** When the sliding session ends; absent or past means the session has expired. */
+  sessionExpiresAtMs: number | null;
+}

@@ -1,0 +1,68 @@
+// The closed table of every error code agentgate emits and its HTTP status (DESIGN §9).
+// Code throws `new ApiError(code, message)`; the status is never chosen at the throw site.
+
+export const ERROR_STATUS = {
+  // Contract §7, common codes.
+  invalid_request: 400,
+  unknown_constraint_operator: 400,
+  invalid_jwt: 401,
+  agent_revoked: 403,
+  agent_expired: 403,
+  absolute_lifetime_exceeded: 403,
+  agent_pending: 403,
+  host_revoked: 403,
+  host_pending: 403,
+  unauthorized: 403,
+  rate_limited: 429,
+  internal_error: 500,
+  // Contract §7, per-endpoint codes.
+  unsupported_mode: 400,
+  unsupported_algorithm: 400,
+  invalid_capabilities: 400,
+  agent_exists: 409,
+  already_granted: 409,
+  capability_not_granted: 403,
+  constraint_violated: 403,
+  capability_not_found: 404,
+  agent_not_found: 404,
+  host_not_found: 404,
+  authentication_required: 401,
+  // DESIGN §9 additions.
+  agent_rejected: 403,
+  agent_claimed: 403,
+  grant_revoked: 403,
+  limit_exceeded: 403,
+  host_rejected: 403,
+  service_unavailable: 503,
+  // Request size cap (a 4xx the protocol does not name; clients fall back to the status).
+  payload_too_large: 413,
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** Extra structured fields some codes carry (violations, unknown_operators, invalid_capabilities). */
+export type ErrorExtra = Record<string, unknown>;
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly extra: ErrorExtra | undefined;
+  /** Response headers that belong to this refusal (e.g. WWW-Authenticate, Retry-After). */
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(code: ErrorCode, message: string, extra?: ErrorExtra, headers?: Record<string, string>) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    this.extra = extra;
+    this.headers = headers;
+  }
+
+  /** The public body: {error, message, ...extra}. Nothing internal leaks through it. */
+  body(): Record<string, unknown> {
+    return { error: this.code, message: this.message, ...(this.extra ?? {}) };
+  }
+}
+
+export const isApiError = (value: unknown): value is ApiError => value instanceof ApiError;

@@ -1,0 +1,143 @@
+// The Store interface: everything agentgate keeps, behind operations whose atomicity is part of
+// the contract (DESIGN §3). Two implementations pass one contract suite
+// (test/integration/store.contract.ts): redis/ (ioredis + Lua) and memory/ (quick start, unit tests).
+import type {
+  AgentRecord,
+  AgentSnapshot,
+  GrantRecord,
+  HostRecord,
+} from '../domain/types.ts';
+
+/** Fields of an agent that a transition may set (identity fields never change). */
+export type AgentPatch = Partial<
+  Pick<
+    AgentRecord,
+    | 'status'
+    | 'publicJwk'
+    | 'keyThumbprint'
+    | 'keyVersion'
+    | 'hostStatus'
+    | 'hostThumbprint'
+    | 'userId'
+    | 'activatedAtMs'
+    | 'lastUsedAtMs'
+    | 'absoluteExpiresAtMs'
+    | 'maxLifetimeExpiresAtMs'
+    | 'updatedAtMs'
+  >
+> & {
+  /** `null` removes the pending approval. */
+  approval?: AgentRecord['approval'] | null;
+};
+
+export interface AgentChange {
+  set?: AgentPatch;
+  /** Replace every grant of the agent with these (reactivation). */
+  replaceGrants?: GrantRecord[];
+  /** Insert or overwrite these grants by id. */
+  upsertGrants?: GrantRecord[];
+  /** New sliding-session deadline (epoch ms). */
+  sessionExpiresAtMs?: number;
+}
+
+export type CasResult =
+  | { ok: true; snapshot: AgentSnapshot }
+  | { ok: false; reason: 'not_found' | 'conflict'; snapshot: AgentSnapshot | null };
+
+/** What the hot path asks in its one round trip (DESIGN §2 step 4). */
+export interface ExecuteRoundTrip {
+  agentId: string;
+  /** The key version the in-process key cache verified the signature with. */
+  keyVersion: number;
+  jti: string;
+  /** How long the jti is remembered: JWT lifetime + skew. */
+  jtiTtlMs: number;
+  capability: string;
+  nowMs: number;
+  sessionTtlMs: number;
+}
+
+export type ExecuteRoundTripResult =
+  | { kind: 'not_found' }
+  /** The key was rotated since the cache loaded it: refuse, the cache entry is dropped. */
+  | { kind: 'stale_key' }
+  | { kind: 'replay' }
+  | {
+      kind: 'ok';
+      agent: AgentRecord;
+      /** Session deadline as read BEFORE this call extended it (null = no session). */
+      sessionExpiresAtMs: number | null;
+      /** Every grant of the agent for the requested capability, any status. */
+      grants: GrantRecord[];
+    };
+
+export interface Store {
+  readonly kind: 'memory' | 'redis';
+
+  // ---- hosts -------------------------------------------------------------------------------
+  getHost(hostId: string): Promise<HostRecord | null>;
+  findHostByThumbprint(thumbprint: string): Promise<HostRecord | null>;
+  /** Creates the host unless one with the same thumbprint exists; then returns that one. */
+  createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }>;
+  /** Sets fields of a host; null when it does not exist. */
+  updateHost(
+    hostId: string,
+    patch: Partial<Pick<HostRecord, 'name' | 'status' | 'userId' | 'defaultCapabilities' | 'activatedAtMs' | 'updatedAtMs'>>,
+  ): Promise<HostRecord | null>;
+  /**
+   * Atomically moves the host to a new key: only if its thumbprint is still `expectedThumbprint`,
+   * and only if no other host owns `next.thumbprint`. The old thumbprint stops resolving.
+   */
+  rotateHostKey(
+    hostId: string,
+    expectedThumbprint: string,
+    next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
+  ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'>;
+  listHostAgentIds(hostId: string): Promise<string[]>;
+
+  // ---- agents ------------------------------------------------------------------------------
+  getAgent(agentId: string): Promise<AgentSnapshot | null>;
+  /** The agent registered under this host with this key thumbprint, if any. */
+  findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null>;
+  /**
+   * Creates the agent with its grants unless (hostId, keyThumbprint) already names an agent;
+   * then nothing is written and the existing id is returned. Two racing creates: one wins.
+   */
+  createAgent(
+    snapshot: AgentSnapshot,
+  ): Promise<{ created: true; snapshot: AgentSnapshot } | { created: false; existingAgentId: string }>;
+  /**
+   * Compare-and-set: applies `change` only if the agent's `version` still equals
+   * `expectVersion`, bumping it. Grant index by capability is kept in step.
+   */
+  casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult>;
+  /** Moves the (host, key) registration index from one key thumbprint to another. */
+  reindexAgentKey(hostId: string, agentId: string, oldThumbprint: string, newThumbprint: string): Promise<void>;
+
+  // ---- hot path ------------------------------------------------------------------------------
+  /**
+   * One round trip: confirm the key version, record the jti (refusing a replay), extend the
+   * sliding session when the agent is usable (stored status active, host active, session and
+   * both lifetimes not elapsed at nowMs), touch lastUsedAtMs, and return the agent and its
+   * grants for the capability. A stale key or replay writes nothing else.
+   */
+  executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult>;
+
+  // ---- replay --------------------------------------------------------------------------------
+  /**
+   * Records an agent JWT's jti for ttlMs; false if it was already recorded (a replay). Shares its
+   * keys with executeRoundTrip, so one jti is accepted once across every agent-JWT endpoint.
+   */
+  recordAgentJti(agentId: string, jti: string, ttlMs: number): Promise<boolean>;
+  /** Records a host JWT's jti, partitioned by the host key thumbprint (known or not). */
+  recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean>;
+
+  // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
+  publishAgentInvalidation(agentId: string): Promise<void>;
+  onAgentInvalidation(listener: (agentId: string) => void): void;
+
+  // ---- lifecycle -----------------------------------------------------------------------------
+  /** Round-trip health check with a timeout; throws when the backend is unreachable. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

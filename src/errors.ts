@@ -34,8 +34,8 @@ export const ERROR_STATUS = {
   limit_exceeded: 403,
   host_rejected: 403,
   service_unavailable: 503,
-  // Request size cap (a 4xx the protocol does not name; clients fall back to the status).
-  payload_too_large: 413,
+  dynamic_host_registration_disabled: 403,
+  not_found: 404,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -1,0 +1,88 @@
+// The composition root: builds the Express app from explicit dependencies. Nothing here decides
+// anything; it wires http -> services -> (auth, domain, policy, operators, store, execution).
+import express, { type Express } from 'express';
+import { AgentAuthenticator } from './auth/agent-auth.ts';
+import { HostAuthenticator, type AuthSettings } from './auth/host-auth.ts';
+import { AgentKeyCache } from './auth/key-cache.ts';
+import type { Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import type { Catalog } from './execution/catalog.ts';
+import { createCapabilityRunner, type CapabilityRunner } from './execution/handlers.ts';
+import { adminRouter } from './http/admin.ts';
+import { agentRouter } from './http/agent.ts';
+import { capabilityRouter } from './http/capability.ts';
+import { discoveryRouter } from './http/discovery.ts';
+import { errorHandler, notFoundHandler } from './http/errors.ts';
+import { healthRouter } from './http/health.ts';
+import { hostRouter } from './http/host.ts';
+import type { Logger } from './logger.ts';
+import type { OperatorRegistry } from './operators/registry.ts';
+import type { PolicyEngine } from './policy/types.ts';
+import type { ServiceDeps } from './services/deps.ts';
+import { guardStore } from './store/guard.ts';
+import type { Store } from './store/store.ts';
+
+export interface AppDependencies {
+  config: Config;
+  store: Store;
+  clock: Clock;
+  policy: PolicyEngine;
+  catalog: Catalog;
+  operators: OperatorRegistry;
+  logger: Logger;
+  runCapability?: CapabilityRunner;
+}
+
+export interface App {
+  app: Express;
+  deps: ServiceDeps;
+}
+
+export function buildApp(input: AppDependencies): App {
+  const { config, clock, logger } = input;
+  const store = guardStore(input.store, logger);
+  const settings: AuthSettings = {
+    issuer: config.issuer,
+    executeUrl: config.executeUrl,
+    maxLifetimeSeconds: config.JWT_MAX_LIFETIME_SECONDS,
+    skewSeconds: config.JWT_CLOCK_SKEW_SECONDS,
+    algorithms: config.ALGORITHMS,
+  };
+  const keys = new AgentKeyCache({ maxEntries: config.KEY_CACHE_MAX_ENTRIES, ttlSeconds: config.KEY_CACHE_TTL_SECONDS, clock });
+  // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
+  input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
+  const deps: ServiceDeps = {
+    config,
+    store,
+    clock,
+    policy: input.policy,
+    catalog: input.catalog,
+    operators: input.operators,
+    logger,
+    keys,
+    hostAuth: new HostAuthenticator({ store, clock, settings }),
+    agentAuth: new AgentAuthenticator({ store, clock, settings, keys }),
+    runCapability: input.runCapability ?? createCapabilityRunner({ maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES }),
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+  let requestSeq = 0;
+  const instance = Math.random().toString(36).slice(2, 8);
+  app.use((_req, res, next) => {
+    res.locals.requestId = `${instance}-${(++requestSeq).toString(36)}`;
+    next();
+  });
+  app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
+  app.use(discoveryRouter(config));
+  app.use(healthRouter(deps));
+  app.use(capabilityRouter(deps));
+  app.use(agentRouter(deps));
+  app.use(hostRouter(deps));
+  app.use(adminRouter(deps));
+  app.use(notFoundHandler);
+  app.use(errorHandler(logger));
+  return { app, deps };
+}

@@ -1,0 +1,86 @@
+// Agent JWT verification for every endpoint but execute, which has its own one-round-trip path
+// (services/execute.ts) built from the same pieces (protocol §5.3, DESIGN §4).
+import type { Clock } from '../clock.ts';
+import type { AgentSnapshot } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { Store } from '../store/store.ts';
+import type { AuthSettings } from './host-auth.ts';
+import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, verifySignature, type DecodedJwt } from './jwt.ts';
+import type { AgentKeyCache } from './key-cache.ts';
+
+export interface VerifiedAgent {
+  snapshot: AgentSnapshot;
+  claims: Record<string, unknown>;
+  /** The JWT's `capabilities` claim, when present: the token is restricted to these. */
+  capabilityClaim: string[] | null;
+}
+
+export class AgentAuthenticator {
+  private readonly store: Store;
+  private readonly clock: Clock;
+  private readonly settings: AuthSettings;
+  private readonly keys: AgentKeyCache;
+
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; keys: AgentKeyCache }) {
+    this.store = deps.store;
+    this.clock = deps.clock;
+    this.settings = deps.settings;
+    this.keys = deps.keys;
+  }
+
+  /**
+   * Decodes and checks the claims that need no key: typ, sub, aud, exp/iat/jti, capabilities.
+   * Cheap refusals come before any store read.
+   */
+  precheck(token: string | null, audiences: readonly string[]): { decoded: DecodedJwt; agentId: string; jti: string; capabilityClaim: string[] | null } {
+    if (!token) throw new ApiError('invalid_jwt', 'an agent JWT is required (Authorization: Bearer)');
+    const decoded = decodeJwt(token, 'agent+jwt');
+    const { claims } = decoded;
+    if (typeof claims.sub !== 'string' || claims.sub.length === 0 || claims.sub.length > 128) throw new ApiError('invalid_jwt', 'agent JWT sub must be the agent id');
+    if (claims.iss !== undefined && typeof claims.iss !== 'string') throw new ApiError('invalid_jwt', 'agent JWT iss must be a string');
+    checkAudience(claims, audiences);
+    const { jti } = checkTimeAndJti(claims, this.timeRules());
+    return { decoded, agentId: claims.sub, jti, capabilityClaim: parseCapabilityClaim(claims.capabilities) };
+  }
+
+  /** Full verification; `consumeJti` false for introspection, which must not burn the token. */
+  async verify(token: string | null, options: { audiences: readonly string[]; consumeJti: boolean }): Promise<VerifiedAgent> {
+    const { decoded, agentId, jti, capabilityClaim } = this.precheck(token, options.audiences);
+    const snapshot = await this.store.getAgent(agentId);
+    if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
+    const { agent } = snapshot;
+    const cached = this.keys.get(agentId);
+    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.keys.put(agentId, agent.publicJwk, agent.keyVersion);
+    await verifySignature(decoded.token, key);
+    assertIssuer(decoded.claims, agent.hostThumbprint);
+    if (options.consumeJti && !(await this.store.recordAgentJti(agentId, jti, jtiTtlMs(this.timeRules())))) {
+      throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
+    }
+    return { snapshot, claims: decoded.claims, capabilityClaim };
+  }
+
+  timeRules() {
+    return {
+      nowSeconds: Math.floor(this.clock.nowMs() / 1000),
+      maxLifetimeSeconds: this.settings.maxLifetimeSeconds,
+      skewSeconds: this.settings.skewSeconds,
+    };
+  }
+}
+
+/** A present `iss` must be the agent's host thumbprint (stance S8); an absent one is accepted. */
+export function assertIssuer(claims: Record<string, unknown>, hostThumbprint: string): void {
+  if (claims.iss !== undefined && claims.iss !== hostThumbprint) {
+    throw new ApiError('invalid_jwt', "agent JWT iss does not match the agent's host");
+  }
+}
+
+const MAX_CAPABILITY_CLAIM_ITEMS = 256;
+
+function parseCapabilityClaim(value: unknown): string[] | null {
+  if (value === undefined) return null;
+  if (!Array.isArray(value) || value.length > MAX_CAPABILITY_CLAIM_ITEMS || !value.every((v) => typeof v === 'string')) {
+    throw new ApiError('invalid_jwt', 'agent JWT capabilities claim must be an array of capability names');
+  }
+  return value as string[];
+}

@@ -1,0 +1,93 @@
+// Host JWT verification (protocol §5.2, DESIGN §4). The host is identified by the RFC 7638
+// thumbprint in `iss`, never by `kid`; a known host is verified only with its stored key.
+import type { Clock } from '../clock.ts';
+import { hostRefusal } from '../domain/lifecycle.ts';
+import type { HostRecord, PublicJwk } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { Store } from '../store/store.ts';
+import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, verifySignature } from './jwt.ts';
+import { importVerifyKey, jwkThumbprint, parsePublicJwk } from './keys.ts';
+
+export interface AuthSettings {
+  issuer: string;
+  executeUrl: string;
+  maxLifetimeSeconds: number;
+  skewSeconds: number;
+  /** Key types accepted for new keys (discovery `algorithms`). */
+  algorithms: readonly string[];
+}
+
+export interface VerifiedHost {
+  /** The stored host, or null for an unknown host whose self-signed JWT verified (register only). */
+  host: HostRecord | null;
+  thumbprint: string;
+  /** The key an unknown host presented in `host_public_key`. */
+  presentedJwk: PublicJwk | null;
+  claims: Record<string, unknown>;
+}
+
+export interface HostAuthOptions {
+  /** Registration may come from an unknown host (dynamic host registration). */
+  allowUnknown: boolean;
+  /** Pending hosts may register and poll status only (stance S2). */
+  allowPending: boolean;
+}
+
+export class HostAuthenticator {
+  private readonly store: Store;
+  private readonly clock: Clock;
+  private readonly settings: AuthSettings;
+
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings }) {
+    this.store = deps.store;
+    this.clock = deps.clock;
+    this.settings = deps.settings;
+  }
+
+  async verify(token: string | null, options: HostAuthOptions): Promise<VerifiedHost> {
+    if (!token) throw new ApiError('invalid_jwt', 'a host JWT is required (Authorization: Bearer)');
+    const { claims } = decodeJwt(token, 'host+jwt');
+    const iss = claims.iss;
+    if (typeof iss !== 'string' || iss.length === 0 || iss.length > 128) throw new ApiError('invalid_jwt', 'host JWT iss must be the host key thumbprint');
+    checkAudience(claims, [this.settings.issuer]);
+    const { jti } = checkTimeAndJti(claims, this.timeRules());
+
+    const host = await this.store.findHostByThumbprint(iss);
+    let presentedJwk: PublicJwk | null = null;
+    if (host) {
+      await verifySignature(token, await importVerifyKey(host.publicJwk));
+    } else {
+      presentedJwk = await this.verifySelfSigned(token, iss, claims);
+      if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
+    }
+    // Recorded only after the signature verified, so a forgery cannot burn a real host's jti.
+    if (!(await this.store.recordHostJti(iss, jti, jtiTtlMs(this.timeRules())))) {
+      throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
+    }
+    if (host) {
+      const refusal = hostRefusal(host.status, options.allowPending);
+      if (refusal) throw refusal;
+    }
+    return { host, thumbprint: iss, presentedJwk, claims };
+  }
+
+  /** An unknown host proves possession of `host_public_key`, whose thumbprint must be `iss`. */
+  private async verifySelfSigned(token: string, iss: string, claims: Record<string, unknown>): Promise<PublicJwk> {
+    if (claims.host_public_key === undefined) {
+      if (claims.host_jwks_url !== undefined) throw new ApiError('invalid_request', 'host_jwks_url is not supported; send host_public_key');
+      throw new ApiError('invalid_jwt', 'unknown host: the JWT must carry host_public_key');
+    }
+    const { jwk } = parsePublicJwk(claims.host_public_key, this.settings.algorithms, 'host_public_key');
+    if (jwkThumbprint(jwk) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of host_public_key');
+    await verifySignature(token, await importVerifyKey(jwk));
+    return jwk;
+  }
+
+  private timeRules() {
+    return {
+      nowSeconds: Math.floor(this.clock.nowMs() / 1000),
+      maxLifetimeSeconds: this.settings.maxLifetimeSeconds,
+      skewSeconds: this.settings.skewSeconds,
+    };
+  }
+}

@@ -1,0 +1,88 @@
+// Compact JWT handling shared by host and agent verification: decoding without trust, the time
+// and identity claim rules of DESIGN §4, and signature verification with a key we chose.
+import { compactVerify } from 'jose';
+import { ApiError } from '../errors.ts';
+import type { VerifyKey } from './keys.ts';
+
+const MAX_TOKEN_CHARS = 8192;
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export interface DecodedJwt {
+  token: string;
+  header: Record<string, unknown>;
+  claims: Record<string, unknown>;
+}
+
+export interface TimeRules {
+  nowSeconds: number;
+  maxLifetimeSeconds: number;
+  skewSeconds: number;
+}
+
+const invalid = (message: string) => new ApiError('invalid_jwt', message);
+
+function decodeSegment(segment: string, what: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
+  } catch {
+    throw invalid(`JWT ${what} is not base64url JSON`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`JWT ${what} is not a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+/** Extracts the bearer token from an Authorization header value. */
+export function bearerToken(header: string | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+  return match?.[1] ?? null;
+}
+
+/** Decodes header and claims without trusting them, and checks `typ` first (DESIGN §2 step 2). */
+export function decodeJwt(token: string, expectedTyp: 'host+jwt' | 'agent+jwt'): DecodedJwt {
+  if (token.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(token)) throw invalid('bearer token is not a compact JWT');
+  const [h, p] = token.split('.') as [string, string, string];
+  const header = decodeSegment(h, 'header');
+  if (header.typ !== expectedTyp) throw invalid(`JWT typ must be ${expectedTyp}`);
+  if (header.crit !== undefined) throw invalid('JWT crit headers are not supported');
+  return { token, header, claims: decodeSegment(p, 'payload') };
+}
+
+/**
+ * exp and iat are required numbers; the token lifetime is capped; 30 s skew by default on exp;
+ * an iat more than the skew in the future is refused; jti is required.
+ */
+export function checkTimeAndJti(claims: Record<string, unknown>, rules: TimeRules): { jti: string; exp: number; iat: number } {
+  const { exp, iat, jti } = claims;
+  if (typeof exp !== 'number' || !Number.isFinite(exp)) throw invalid('JWT exp claim is required');
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) throw invalid('JWT iat claim is required');
+  if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw invalid('JWT jti claim is required (at most 256 characters)');
+  if (exp - iat > rules.maxLifetimeSeconds) throw invalid(`JWT lifetime (exp - iat) exceeds ${rules.maxLifetimeSeconds} s`);
+  if (exp <= iat) throw invalid('JWT exp must be after iat');
+  if (iat > rules.nowSeconds + rules.skewSeconds) throw invalid('JWT iat is in the future');
+  if (exp + rules.skewSeconds <= rules.nowSeconds) throw invalid('JWT has expired');
+  return { jti, exp, iat };
+}
+
+/** The `aud` claim (string or array) must contain one of the accepted audiences. */
+export function checkAudience(claims: Record<string, unknown>, accepted: readonly string[]): void {
+  const aud = claims.aud;
+  const values = typeof aud === 'string' ? [aud] : Array.isArray(aud) ? aud : [];
+  const normalised = values.filter((v): v is string => typeof v === 'string').map((v) => v.replace(/\/+$/, ''));
+  if (!normalised.some((v) => accepted.includes(v))) throw invalid('JWT aud does not name this server');
+}
+
+/** How long a jti must be remembered: the longest acceptable lifetime plus skew, in ms. */
+export function jtiTtlMs(rules: Pick<TimeRules, 'maxLifetimeSeconds' | 'skewSeconds'>): number {
+  return (rules.maxLifetimeSeconds + 2 * rules.skewSeconds) * 1000;
+}
+
+/** Verifies the signature with the stored key's algorithm; the header's alg must agree. */
+export async function verifySignature(token: string, key: VerifyKey): Promise<void> {
+  try {
+    await compactVerify(token, key.key, { algorithms: [key.alg] });
+  } catch {
+    throw invalid('JWT signature verification failed');
+  }
+}

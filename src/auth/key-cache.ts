@@ -1,0 +1,60 @@
+// In-process cache of imported agent keys (DESIGN §2 step 2). Every JWT is fresh, so signatures
+// cannot be cached, but the key import and the Redis read that finds the key can. Entries are
+// bounded in number and age and dropped when any instance rotates or revokes the agent (pub/sub).
+import type { Clock } from '../clock.ts';
+import type { PublicJwk } from '../domain/types.ts';
+import { importVerifyKey, type VerifyKey } from './keys.ts';
+
+export interface CachedAgentKey extends VerifyKey {
+  agentId: string;
+  keyVersion: number;
+}
+
+interface Entry {
+  value: CachedAgentKey;
+  expiresAtMs: number;
+}
+
+export class AgentKeyCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly maxEntries: number;
+  private readonly ttlMs: number;
+  private readonly clock: Clock;
+
+  constructor(options: { maxEntries: number; ttlSeconds: number; clock: Clock }) {
+    this.maxEntries = options.maxEntries;
+    this.ttlMs = options.ttlSeconds * 1000;
+    this.clock = options.clock;
+  }
+
+  get(agentId: string): CachedAgentKey | undefined {
+    const entry = this.entries.get(agentId);
+    if (!entry) return undefined;
+    if (entry.expiresAtMs <= this.clock.nowMs()) {
+      this.entries.delete(agentId);
+      return undefined;
+    }
+    return entry.value;
+  }
+
+  /** Imports and caches the key; with a zero-sized cache it only imports. */
+  async put(agentId: string, jwk: PublicJwk, keyVersion: number): Promise<CachedAgentKey> {
+    const value: CachedAgentKey = { ...(await importVerifyKey(jwk)), agentId, keyVersion };
+    if (this.maxEntries === 0 || this.ttlMs === 0) return value;
+    // Map keeps insertion order, so the first key is the oldest entry: evict it when full.
+    if (this.entries.size >= this.maxEntries && !this.entries.has(agentId)) {
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(agentId, { value, expiresAtMs: this.clock.nowMs() + this.ttlMs });
+    return value;
+  }
+
+  invalidate(agentId: string): void {
+    this.entries.delete(agentId);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}

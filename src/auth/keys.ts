@@ -1,0 +1,92 @@
+// Public keys: shape validation, the supported-algorithm check, RFC 7638 thumbprints and import.
+// The verify algorithm always comes from the stored key type, never from a JWT header (DESIGN §4).
+import { createHash } from 'node:crypto';
+import { importJWK } from 'jose';
+import { z } from 'zod';
+import { ApiError } from '../errors.ts';
+import type { PublicJwk } from '../domain/types.ts';
+
+/** Key types agentgate can verify, and the JWS `alg` each one signs with. */
+export const KEY_TYPES = { Ed25519: 'EdDSA', 'P-256': 'ES256' } as const;
+export type KeyType = keyof typeof KEY_TYPES;
+export type JwsAlgorithm = (typeof KEY_TYPES)[KeyType];
+
+const b64url = z.string().regex(/^[A-Za-z0-9_-]+$/, 'must be base64url').max(1024);
+
+/** Any JWK-looking object; members are checked per key type by keyTypeOf. */
+export const publicJwkSchema = z
+  .object({
+    kty: z.string().max(16),
+    crv: z.string().max(32).optional(),
+    x: b64url.optional(),
+    y: b64url.optional(),
+    n: z.string().max(2048).optional(),
+    e: z.string().max(64).optional(),
+    kid: z.string().max(256).optional(),
+    d: z.unknown().optional(),
+  })
+  .loose();
+
+/** The key type of a JWK as named in discovery `algorithms` ("Ed25519", "P-256", "RSA", ...). */
+export function keyTypeName(jwk: { kty: string; crv?: string | undefined }): string {
+  if (jwk.kty === 'OKP' || jwk.kty === 'EC') return jwk.crv ?? jwk.kty;
+  return jwk.kty;
+}
+
+/**
+ * Validates a client-supplied public JWK against the server's supported set and returns only its
+ * public members. Unsupported types are 400 unsupported_algorithm; malformed keys 400 invalid_request.
+ */
+export function parsePublicJwk(value: unknown, supported: readonly string[], label: string): { jwk: PublicJwk; keyType: KeyType } {
+  const parsed = publicJwkSchema.safeParse(value);
+  if (!parsed.success) throw new ApiError('invalid_request', `${label} must be a JWK object`);
+  const raw = parsed.data;
+  if (raw.d !== undefined) throw new ApiError('invalid_request', `${label} must not contain private key material`);
+  const typeName = keyTypeName(raw);
+  if (!supported.includes(typeName) || !(typeName in KEY_TYPES)) {
+    throw new ApiError('unsupported_algorithm', `${label} key type ${JSON.stringify(typeName)} is not supported; supported: ${supported.join(', ')}`);
+  }
+  const keyType = typeName as KeyType;
+  if (keyType === 'Ed25519') {
+    if (raw.kty !== 'OKP' || !raw.x || Buffer.from(raw.x, 'base64url').length !== 32) {
+      throw new ApiError('invalid_request', `${label} is not a valid Ed25519 public key`);
+    }
+    return { jwk: { kty: 'OKP', crv: 'Ed25519', x: raw.x }, keyType };
+  }
+  if (raw.kty !== 'EC' || !raw.x || !raw.y || Buffer.from(raw.x, 'base64url').length !== 32 || Buffer.from(raw.y, 'base64url').length !== 32) {
+    throw new ApiError('invalid_request', `${label} is not a valid P-256 public key`);
+  }
+  return { jwk: { kty: 'EC', crv: 'P-256', x: raw.x, y: raw.y }, keyType };
+}
+
+/** RFC 7638 SHA-256 thumbprint: the required members in lexicographic order, no whitespace. */
+export function jwkThumbprint(jwk: PublicJwk): string {
+  let canonical: string;
+  if (jwk.kty === 'OKP') canonical = JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x });
+  else if (jwk.kty === 'EC') canonical = JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y });
+  else if (jwk.kty === 'RSA') canonical = JSON.stringify({ e: jwk.e, kty: jwk.kty, n: jwk.n });
+  else throw new ApiError('invalid_request', `cannot compute a thumbprint for key type ${jwk.kty}`);
+  return createHash('sha256').update(canonical).digest('base64url');
+}
+
+export function algorithmFor(jwk: PublicJwk): JwsAlgorithm {
+  const typeName = keyTypeName(jwk);
+  if (typeName === 'Ed25519' || typeName === 'P-256') return KEY_TYPES[typeName];
+  throw new Error(`stored key of unsupported type ${typeName}`);
+}
+
+/** What jose verifies with: a WebCrypto key (never a shared secret). */
+export type AsymmetricKey = Exclude<Awaited<ReturnType<typeof importJWK>>, Uint8Array>;
+
+export interface VerifyKey {
+  key: AsymmetricKey;
+  alg: JwsAlgorithm;
+}
+
+/** Imports a stored public key as a WebCrypto key, so jose verifies on libuv's pool. */
+export async function importVerifyKey(jwk: PublicJwk): Promise<VerifyKey> {
+  const alg = algorithmFor(jwk);
+  const key = await importJWK({ ...jwk }, alg);
+  if (key instanceof Uint8Array) throw new Error('a symmetric key cannot be a verify key');
+  return { key, alg };
+}

@@ -1,0 +1,99 @@
+// All configuration comes from the environment through this one schema. Every problem is reported
+// at once, so an operator fixes a bad deployment in one pass. Each variable has a README line.
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const csv = <T extends string>(values: readonly [T, ...T[]]) =>
+  z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(values)).min(1));
+
+const seconds = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const schema = z
+  .object({
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    HOST: z.string().min(1).default('127.0.0.1'),
+    ISSUER: z.url({ protocol: /^https?$/ }).optional(),
+    PROVIDER_NAME: z.string().min(1).max(100).default('agentgate'),
+    PROVIDER_DESCRIPTION: z.string().min(1).max(500).default('agentgate: authorization for software agents'),
+    LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+
+    REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').optional(),
+    REDIS_KEY_PREFIX: z.string().min(1).max(64).default('ag:'),
+    REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(2000),
+
+    ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+    INTROSPECTION_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+
+    CAPABILITIES_FILE: z.string().min(1).default('config/capabilities.json'),
+    POLICY_WASM_PATH: z.string().min(1).default('policies/dist/policy.wasm'),
+    POLICY_GOLDEN_PATH: z.string().min(1).default('policies/golden.json'),
+    POLICY_MEMORY_MAX_PAGES: z.coerce.number().int().min(16).max(16_384).default(1024),
+
+    ALGORITHMS: csv(['Ed25519', 'P-256'] as const).default(['Ed25519']),
+    MODES: csv(['delegated', 'autonomous'] as const).default(['delegated', 'autonomous']),
+    DYNAMIC_HOST_REGISTRATION: bool.default(true),
+    CAPABILITY_LIST_REQUIRES_AUTH: bool.default(false),
+
+    JWT_MAX_LIFETIME_SECONDS: seconds(1, 300).default(60),
+    JWT_CLOCK_SKEW_SECONDS: seconds(0, 120).default(30),
+
+    AGENT_SESSION_TTL_SECONDS: seconds(1, 31_536_000).default(3600),
+    AGENT_MAX_LIFETIME_SECONDS: seconds(1, 31_536_000).default(86_400),
+    AGENT_ABSOLUTE_LIFETIME_SECONDS: seconds(1, 315_360_000).default(2_592_000),
+
+    APPROVAL_EXPIRES_IN_SECONDS: seconds(30, 86_400).default(600),
+    APPROVAL_INTERVAL_SECONDS: seconds(1, 60).default(5),
+
+    MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
+    KEY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
+    KEY_CACHE_TTL_SECONDS: seconds(0, 3600).default(30),
+    UPSTREAM_MAX_RESPONSE_BYTES: z.coerce.number().int().min(1024).max(104_857_600).default(1_048_576),
+
+    /** Admin endpoints that fabricate time-based state (absolute lifetime). Tests only. */
+    INSECURE_TEST_HOOKS: bool.default(false),
+  })
+  .superRefine((c, ctx) => {
+    if (c.AGENT_MAX_LIFETIME_SECONDS > c.AGENT_ABSOLUTE_LIFETIME_SECONDS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['AGENT_MAX_LIFETIME_SECONDS'],
+        message: 'must not exceed AGENT_ABSOLUTE_LIFETIME_SECONDS',
+      });
+    }
+  });
+
+export type RawConfig = z.infer<typeof schema>;
+
+export interface Config extends RawConfig {
+  /** The issuer with no trailing slash: the `aud` of host JWTs and the base of every endpoint. */
+  issuer: string;
+  /** The default execute location (`default_location`), also accepted as agent JWT `aud`. */
+  executeUrl: string;
+}
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** Parses the environment; throws ConfigError listing every problem. Empty strings count as unset. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = schema.safeParse(present);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+  }
+  const raw = parsed.data;
+  const issuer = (raw.ISSUER ?? `http://127.0.0.1:${raw.PORT}`).replace(/\/+$/, '');
+  return { ...raw, issuer, executeUrl: `${issuer}/capability/execute` };
+}

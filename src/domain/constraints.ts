@@ -1,0 +1,102 @@
+// Constraint rules that do not need the policy: shape and operator validation at grant time,
+// narrowing agent proposals by server-imposed constraints, and whether a grant already covers a
+// request (protocol §8.4). Evaluation against arguments happens in the Rego policy.
+import { isDeepStrictEqual } from 'node:util';
+import { ApiError } from '../errors.ts';
+import type { OperatorRegistry } from '../operators/registry.ts';
+import type { Constraints } from './types.ts';
+
+export const MAX_CONSTRAINED_FIELDS = 64;
+const FIELD_NAME = /^[^\s]{1,128}$/;
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Operator names used in `constraints` that the registry does not know, in first-seen order. */
+export function unknownOperators(constraints: Constraints | undefined | null, registry: OperatorRegistry): string[] {
+  if (!constraints) return [];
+  const unknown = new Set<string>();
+  for (const value of Object.values(constraints)) {
+    if (!isPlainObject(value)) continue;
+    for (const op of Object.keys(value)) if (!registry.has(op)) unknown.add(op);
+  }
+  return [...unknown];
+}
+
+/**
+ * Validates constraints proposed for one capability: 400 unknown_constraint_operator listing every
+ * unknown operator across `all` (so the client fixes them in one pass), then 400 invalid_request
+ * for an operand that fails its operator's schema, naming the field and operator.
+ */
+export function validateConstraints(all: Array<Constraints | undefined>, registry: OperatorRegistry): void {
+  const unknown = [...new Set(all.flatMap((c) => unknownOperators(c, registry)))];
+  if (unknown.length > 0) {
+    throw new ApiError('unknown_constraint_operator', `unknown constraint operator(s): ${unknown.join(', ')}`, { unknown_operators: unknown });
+  }
+  for (const constraints of all) {
+    if (!constraints) continue;
+    const fields = Object.entries(constraints);
+    if (fields.length > MAX_CONSTRAINED_FIELDS) throw new ApiError('invalid_request', `at most ${MAX_CONSTRAINED_FIELDS} constrained fields`);
+    for (const [field, value] of fields) {
+      if (!FIELD_NAME.test(field)) throw new ApiError('invalid_request', `constraint field ${JSON.stringify(field.slice(0, 64))} is not a valid argument name`);
+      if (!isPlainObject(value)) continue;
+      if (Object.keys(value).length === 0) throw new ApiError('invalid_request', `constraint on ${field} has no operator`);
+      for (const [op, operand] of Object.entries(value)) {
+        const result = registry.get(op)?.operand.safeParse(operand);
+        if (result && !result.success) {
+          throw new ApiError('invalid_request', `operand of ${op} on field ${field} is invalid: ${result.error.issues[0]?.message ?? 'bad operand'}`);
+        }
+      }
+    }
+  }
+}
+
+/** Exact values are shorthand for {eq: value}. */
+function asOperators(value: unknown): Record<string, unknown> {
+  return isPlainObject(value) ? value : { eq: value };
+}
+
+function narrowOperator(op: string, proposed: unknown, imposed: unknown): unknown {
+  if ((op === 'max' || op === 'min') && typeof proposed === 'number' && typeof imposed === 'number') {
+    return op === 'max' ? Math.min(proposed, imposed) : Math.max(proposed, imposed);
+  }
+  if (op === 'in' && Array.isArray(proposed) && Array.isArray(imposed)) {
+    return proposed.filter((p) => imposed.some((i) => isDeepStrictEqual(p, i)));
+  }
+  if (op === 'not_in' && Array.isArray(proposed) && Array.isArray(imposed)) {
+    return [...proposed, ...imposed.filter((i) => !proposed.some((p) => isDeepStrictEqual(p, i)))];
+  }
+  // eq and operators without a known meet: the server's operand wins (it may only narrow).
+  return imposed;
+}
+
+/**
+ * The effective constraints when the server imposes `imposed` on an agent's `proposed` ones: the
+ * intersection, never wider than either (protocol §8.4). Fields only one side constrains are kept.
+ */
+export function narrowConstraints(proposed: Constraints | null | undefined, imposed: Constraints | null | undefined): Constraints | undefined {
+  if (!imposed || Object.keys(imposed).length === 0) return proposed ?? undefined;
+  if (!proposed) return { ...imposed };
+  const result: Constraints = { ...proposed };
+  for (const [field, imposedValue] of Object.entries(imposed)) {
+    if (!(field in proposed)) {
+      result[field] = imposedValue;
+      continue;
+    }
+    const merged = { ...asOperators(proposed[field]) };
+    for (const [op, operand] of Object.entries(asOperators(imposedValue))) {
+      merged[op] = op in merged ? narrowOperator(op, merged[op], operand) : operand;
+    }
+    result[field] = merged;
+  }
+  return result;
+}
+
+/**
+ * Whether an active grant already covers a request: an unconstrained grant covers everything; a
+ * constrained one covers only the same constraints (a request for wider ones is a new request).
+ */
+export function grantCovers(granted: Constraints | undefined, requested: Constraints | undefined): boolean {
+  if (!granted || Object.keys(granted).length === 0) return true;
+  return requested !== undefined && isDeepStrictEqual(granted, requested);
+}

@@ -1,0 +1,122 @@
+// The capability catalog (DESIGN §7): what agents may ask for and how each capability runs. Loaded
+// and validated once at start-up; input schemas are compiled then, not per request.
+import { readFile } from 'node:fs/promises';
+import { Ajv, type ValidateFunction } from 'ajv';
+import { z } from 'zod';
+
+const jsonSchemaObject = z.record(z.string(), z.unknown());
+
+export const handlerSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('echo') }).strict(),
+  /** Always fails: a demonstration of how backend failures surface (500 internal_error). */
+  z.object({ type: z.literal('fail') }).strict(),
+  z
+    .object({
+      type: z.literal('http'),
+      url: z.url({ protocol: /^https?$/ }),
+      method: z.enum(['POST', 'PUT', 'PATCH']).default('POST'),
+      timeoutMs: z.number().int().min(1).max(120_000).default(10_000),
+    })
+    .strict(),
+]);
+export type HandlerSpec = z.infer<typeof handlerSchema>;
+
+export const capabilitySchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)'),
+    description: z.string().min(1).max(2000),
+    input: jsonSchemaObject.optional(),
+    output: jsonSchemaObject.optional(),
+    location: z.url({ protocol: /^https?$/ }).optional(),
+    /** Listed to anonymous callers of GET /capability/list. */
+    public: z.boolean().default(true),
+    handler: handlerSchema,
+  })
+  .strict();
+export type CapabilityDefinition = z.infer<typeof capabilitySchema>;
+
+export const catalogFileSchema = z.object({ capabilities: z.array(capabilitySchema).max(10_000) }).strict();
+
+export interface Capability extends CapabilityDefinition {
+  /** Compiled `input` schema; absent input accepts any arguments object. */
+  validateInput: ValidateFunction | null;
+  /** Top-level fields the input schema types as number/integer (for numeric-string coercion). */
+  numericFields: ReadonlySet<string>;
+}
+
+export class Catalog {
+  private readonly byName = new Map<string, Capability>();
+  /** Names removed at run time by an administrator (this instance only). */
+  private readonly disabled = new Set<string>();
+
+  constructor(capabilities: Capability[]) {
+    for (const capability of capabilities) {
+      if (this.byName.has(capability.name)) throw new Error(`capability ${capability.name} is defined twice`);
+      this.byName.set(capability.name, capability);
+    }
+  }
+
+  get(name: string): Capability | undefined {
+    return this.disabled.has(name) ? undefined : this.byName.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.get(name) !== undefined;
+  }
+
+  /** Every enabled capability in catalog order. */
+  list(): Capability[] {
+    return [...this.byName.values()].filter((c) => !this.disabled.has(c.name));
+  }
+
+  /** Disables (true) or re-enables (false) a capability; false when the name is unknown. */
+  setRemoved(name: string, removed: boolean): boolean {
+    if (!this.byName.has(name)) return false;
+    if (removed) this.disabled.add(name);
+    else this.disabled.delete(name);
+    return true;
+  }
+}
+
+function numericFieldsOf(input: Record<string, unknown> | undefined): Set<string> {
+  const fields = new Set<string>();
+  const properties = input?.properties;
+  if (!properties || typeof properties !== 'object') return fields;
+  for (const [field, schema] of Object.entries(properties as Record<string, unknown>)) {
+    const type = (schema as { type?: unknown } | null)?.type;
+    const types = Array.isArray(type) ? type : [type];
+    if (types.includes('number') || types.includes('integer')) fields.add(field);
+  }
+  return fields;
+}
+
+/** Builds a catalog from parsed definitions, compiling every input schema (throws on a bad one). */
+export function buildCatalog(definitions: CapabilityDefinition[]): Catalog {
+  const ajv = new Ajv({ allErrors: false, strict: false });
+  const capabilities = definitions.map((definition): Capability => {
+    let validateInput: ValidateFunction | null = null;
+    try {
+      validateInput = definition.input ? ajv.compile(definition.input) : null;
+    } catch (err) {
+      throw new Error(`capability ${definition.name}: input is not a valid JSON Schema: ${(err as Error).message}`);
+    }
+    return { ...definition, validateInput, numericFields: numericFieldsOf(definition.input) };
+  });
+  return new Catalog(capabilities);
+}
+
+/** Reads and validates the catalog file; the error names the file and every problem. */
+export async function loadCatalog(path: string): Promise<Catalog> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`capability catalog ${path}: ${(err as Error).message}`);
+  }
+  const parsed = catalogFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new Error(`capability catalog ${path}: ${problems}`);
+  }
+  return buildCatalog(parsed.data.capabilities);
+}

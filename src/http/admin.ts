@@ -1,0 +1,87 @@
+// The admin API (DESIGN §8), guarded by a bearer token (ADMIN_TOKEN). Without a token configured
+// every admin route answers 403: the API is off.
+import { Router, type NextFunction, type Request, type Response } from 'express';
+import { ApiError } from '../errors.ts';
+import * as admin from '../services/admin.ts';
+import type { ServiceDeps } from '../services/deps.ts';
+import { revokeHost } from '../services/hosts.ts';
+import { safeEqual } from './agent.ts';
+import { parseWith, tokenOf } from './parse.ts';
+import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema } from './schemas.ts';
+import { agentView, hostView } from './views.ts';
+
+export function adminRouter(deps: ServiceDeps): Router {
+  const router = Router();
+  const view = () => ({ config: deps.config, catalog: deps.catalog, nowMs: deps.clock.nowMs() });
+  router.use('/admin', requireAdmin(deps));
+
+  router.post('/admin/hosts', async (req, res) => {
+    const body = parseWith(adminCreateHostBodySchema, req.body, 'body');
+    const host = await admin.preRegisterHost(deps, {
+      publicKey: body.public_key, name: body.name, defaultCapabilities: body.default_capabilities, userId: body.user_id,
+    });
+    res.status(201).json(hostView(host));
+  });
+
+  router.get('/admin/hosts/:hostId', async (req, res) => {
+    const host = await deps.store.getHost(req.params.hostId);
+    if (!host) throw new ApiError('host_not_found', 'no host has this id');
+    res.json(hostView(host));
+  });
+
+  router.post('/admin/hosts/:hostId/revoke', async (req, res) => {
+    const host = await deps.store.getHost(req.params.hostId);
+    if (!host) throw new ApiError('host_not_found', 'no host has this id');
+    const { agentsRevoked } = await revokeHost(deps, host);
+    res.json({ host_id: host.id, status: 'revoked', agents_revoked: agentsRevoked });
+  });
+
+  router.get('/admin/agents/:agentId', async (req, res) => {
+    const snapshot = await deps.store.getAgent(req.params.agentId);
+    if (!snapshot) throw new ApiError('agent_not_found', 'no agent has this id');
+    res.json(agentView(snapshot, view()));
+  });
+
+  router.post('/admin/agents/:agentId/approve', async (req, res) => {
+    const body = parseWith(adminApproveBodySchema, req.body ?? {}, 'body');
+    const snapshot = await admin.approveAgent(deps, req.params.agentId, { capabilities: body.capabilities, userId: body.user_id });
+    res.json(agentView(snapshot, view()));
+  });
+
+  router.post('/admin/agents/:agentId/deny', async (req, res) => {
+    const body = parseWith(adminDenyBodySchema, req.body ?? {}, 'body');
+    res.json(agentView(await admin.denyAgent(deps, req.params.agentId, body.user_id), view()));
+  });
+
+  router.post('/admin/agents/:agentId/expire', async (req, res) => {
+    res.json(agentView(await admin.expireAgent(deps, req.params.agentId), view()));
+  });
+
+  router.post('/admin/agents/:agentId/exceed-absolute-lifetime', async (req, res) => {
+    if (!deps.config.INSECURE_TEST_HOOKS) throw new ApiError('unauthorized', 'test hooks are disabled (INSECURE_TEST_HOOKS)');
+    res.json(agentView(await admin.exceedAbsoluteLifetime(deps, req.params.agentId), view()));
+  });
+
+  router.post('/admin/capabilities/:name/remove', (req, res) => {
+    if (!deps.catalog.setRemoved(req.params.name, true)) throw new ApiError('capability_not_found', 'no capability has this name');
+    res.json({ name: req.params.name, removed: true });
+  });
+
+  router.post('/admin/capabilities/:name/restore', (req, res) => {
+    if (!deps.catalog.setRemoved(req.params.name, false)) throw new ApiError('capability_not_found', 'no capability has this name');
+    res.json({ name: req.params.name, removed: false });
+  });
+
+  return router;
+}
+
+function requireAdmin(deps: ServiceDeps) {
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const expected = deps.config.ADMIN_TOKEN;
+    if (!expected) throw new ApiError('unauthorized', 'the admin API is disabled (set ADMIN_TOKEN)');
+    const presented = tokenOf(req);
+    if (!presented) throw new ApiError('authentication_required', 'the admin API requires Authorization: Bearer <ADMIN_TOKEN>');
+    if (!safeEqual(presented, expected)) throw new ApiError('unauthorized', 'the admin token is not valid');
+    next();
+  };
+}

@@ -1,0 +1,140 @@
+// Agent resources (protocol §4.3–§4.8, §4.12, and the Docs' revoke-capability). Thin: parse,
+// call one service, shape the response.
+import { timingSafeEqual } from 'node:crypto';
+import { Router, type Request } from 'express';
+import { decodeJwt } from '../auth/jwt.ts';
+import { ApiError } from '../errors.ts';
+import * as agents from '../services/agents.ts';
+import type { ServiceDeps } from '../services/deps.ts';
+import { introspectToken } from '../services/introspect.ts';
+import { registerAgent } from '../services/registration.ts';
+import { parseWith, tokenOf, toRequested } from './parse.ts';
+import {
+  agentIdBodySchema,
+  introspectBodySchema,
+  registerBodySchema,
+  requestCapabilityBodySchema,
+  revokeCapabilityBodySchema,
+  rotateAgentKeyBodySchema,
+  statusQuerySchema,
+} from './schemas.ts';
+import { agentView, approvalView, grantView, type ViewContext } from './views.ts';
+
+export function agentRouter(deps: ServiceDeps): Router {
+  const router = Router();
+  const view = (): ViewContext => ({ config: deps.config, catalog: deps.catalog, nowMs: deps.clock.nowMs() });
+
+  // Protocol §4.3
+  router.post('/agent/register', async (req, res) => {
+    const body = parseWith(registerBodySchema, req.body, 'body');
+    const snapshot = await registerAgent(deps, tokenOf(req), {
+      name: body.name, hostName: body.host_name, mode: body.mode, capabilities: toRequested(body.capabilities ?? []), reason: body.reason,
+    });
+    res.status(200).json(agentView(snapshot, view()));
+  });
+
+  // Protocol §4.5
+  router.get('/agent/status', async (req, res) => {
+    const query = parseWith(statusQuerySchema, req.query, 'query');
+    res.json(agentView(await agents.agentStatus(deps, tokenOf(req), query.agent_id), view()));
+  });
+
+  // Protocol §4.4 (top-level status: stance S7)
+  router.post('/agent/request-capability', async (req, res) => {
+    const body = parseWith(requestCapabilityBodySchema, req.body, 'body');
+    const { snapshot, grants } = await agents.requestCapabilities(deps, tokenOf(req), toRequested(body.capabilities), body.reason);
+    const ctx = view();
+    const pending = grants.some((g) => g.status === 'pending');
+    res.json({
+      agent_id: snapshot.agent.id,
+      status: pending ? 'pending' : 'active',
+      agent_capability_grants: grants.map((g) => grantView(g, ctx.catalog)),
+      ...(pending && snapshot.agent.approval ? { approval: approvalView(snapshot.agent.approval, ctx.config, ctx.nowMs) } : {}),
+    });
+  });
+
+  // Protocol §4.6
+  router.post('/agent/reactivate', async (req, res) => {
+    const body = parseWith(agentIdBodySchema, req.body, 'body');
+    res.json(agentView(await agents.reactivateAgent(deps, tokenOf(req), body.agent_id), view()));
+  });
+
+  // Protocol §4.7
+  router.post('/agent/revoke', async (req, res) => {
+    const body = parseWith(agentIdBodySchema, req.body, 'body');
+    const snapshot = await agents.revokeAgent(deps, tokenOf(req), body.agent_id);
+    res.json({ agent_id: snapshot.agent.id, status: 'revoked' });
+  });
+
+  // Protocol §4.8
+  router.post('/agent/rotate-key', async (req, res) => {
+    const body = parseWith(rotateAgentKeyBodySchema, req.body, 'body');
+    const snapshot = await agents.rotateAgentKey(deps, tokenOf(req), body.agent_id, body.public_key);
+    res.json({ agent_id: snapshot.agent.id, status: agentView(snapshot, view()).status });
+  });
+
+  // Docs/Ref extension: POST /agent/revoke-capability, by the agent itself or by its host.
+  router.post('/agent/revoke-capability', async (req, res) => {
+    const body = parseWith(revokeCapabilityBodySchema, req.body, 'body');
+    const actor = await revocationActor(deps, req, body.agent_id);
+    const { snapshot, revoked } = await agents.revokeCapabilities(deps, actor, body.capabilities);
+    res.json({ agent_id: snapshot.agent.id, revoked: [...new Set(revoked.map((g) => g.capability))], grant_ids: revoked.map((g) => g.id) });
+  });
+
+  // Protocol §4.12: server-to-server; a bearer token proves the caller is a resource server.
+  router.post('/agent/introspect', async (req, res) => {
+    requireIntrospectionCaller(deps, req);
+    const body = parseWith(introspectBodySchema, req.body, 'body');
+    const result = await introspectToken(deps, body.token);
+    if (!result.active) {
+      res.json({ active: false });
+      return;
+    }
+    const { agent, grants, sessionExpiresAtMs } = result.snapshot;
+    const listed = result.capabilityClaim ? grants.filter((g) => result.capabilityClaim!.includes(g.capability)) : grants;
+    const full = agentView(result.snapshot, view());
+    res.json({
+      active: true,
+      agent_id: agent.id,
+      host_id: agent.hostId,
+      ...(agent.userId ? { user_id: agent.userId } : {}),
+      agent_capability_grants: listed.map((g) => ({ capability: g.capability, status: g.status })),
+      mode: agent.mode,
+      ...(sessionExpiresAtMs !== null && full.expires_at ? { expires_at: full.expires_at } : {}),
+    });
+  });
+
+  return router;
+}
+
+async function revocationActor(deps: ServiceDeps, req: Request, agentId: string | undefined) {
+  const token = tokenOf(req);
+  let typ: unknown;
+  try {
+    typ = token ? decodeJwt(token, 'host+jwt').header.typ : undefined;
+  } catch {
+    typ = 'agent+jwt';
+  }
+  if (typ === 'host+jwt') {
+    if (!agentId) throw new ApiError('invalid_request', 'agent_id is required when a host revokes a capability');
+    const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
+    return { kind: 'host' as const, verified, agentId };
+  }
+  const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
+  if (agentId && agentId !== verified.snapshot.agent.id) throw new ApiError('unauthorized', 'an agent may only revoke its own capabilities');
+  return { kind: 'agent' as const, agentId: verified.snapshot.agent.id };
+}
+
+function requireIntrospectionCaller(deps: ServiceDeps, req: Request): void {
+  const presented = tokenOf(req);
+  const accepted = [deps.config.INTROSPECTION_TOKEN, deps.config.ADMIN_TOKEN].filter((t): t is string => t !== undefined);
+  if (!presented || !accepted.some((t) => safeEqual(presented, t))) {
+    throw new ApiError('authentication_required', 'introspection requires the resource-server bearer token (INTROSPECTION_TOKEN)');
+  }
+}
+
+export function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

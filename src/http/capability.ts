@@ -1,0 +1,54 @@
+// Capability resources (protocol §4.1, §4.2, §9).
+import { Router } from 'express';
+import { describeCapability, grantStatus, listCapabilities, resolveViewer } from '../services/capabilities.ts';
+import type { ServiceDeps } from '../services/deps.ts';
+import { executeCapability } from '../services/execute.ts';
+import { parseWith, tokenOf } from './parse.ts';
+import { describeQuerySchema, executeBodySchema, listQuerySchema } from './schemas.ts';
+
+export function capabilityRouter(deps: ServiceDeps): Router {
+  const router = Router();
+
+  // Protocol §4.1
+  router.get('/capability/list', async (req, res) => {
+    const query = parseWith(listQuerySchema, req.query, 'query');
+    const viewer = await resolveViewer(deps, tokenOf(req));
+    const { page, hasMore, nextCursor } = listCapabilities(deps, viewer, query);
+    res.set('Cache-Control', viewer.kind === 'anonymous' ? 'public, max-age=300' : 'private, max-age=300');
+    res.json({
+      capabilities: page.map((c) => ({
+        name: c.name,
+        description: c.description,
+        ...(c.location ? { location: c.location } : {}),
+        ...(viewer.kind === 'agent' ? { grant_status: grantStatus(viewer, c.name) } : {}),
+      })),
+      next_cursor: nextCursor,
+      has_more: hasMore,
+    });
+  });
+
+  // Protocol §4.2
+  router.get('/capability/describe', async (req, res) => {
+    const query = parseWith(describeQuerySchema, req.query, 'query');
+    const viewer = await resolveViewer(deps, tokenOf(req));
+    const c = describeCapability(deps, viewer, query.name);
+    res.set('Cache-Control', viewer.kind === 'anonymous' ? 'public, max-age=300' : 'private, max-age=300');
+    res.json({
+      name: c.name,
+      description: c.description,
+      ...(c.location ? { location: c.location } : {}),
+      input: c.input ?? { type: 'object' },
+      ...(c.output ? { output: c.output } : {}),
+      ...(viewer.kind === 'agent' ? { grant_status: grantStatus(viewer, c.name) } : {}),
+    });
+  });
+
+  // Protocol §9, DESIGN §2: the hot path.
+  router.post('/capability/execute', async (req, res) => {
+    const body = parseWith(executeBodySchema, req.body, 'body');
+    const data = await executeCapability(deps, tokenOf(req), { capability: body.capability, arguments: body.arguments ?? {} });
+    res.json({ data });
+  });
+
+  return router;
+}

@@ -1,0 +1,42 @@
+// Protocol §2: the discovery document, unauthenticated and cacheable for an hour.
+import { Router } from 'express';
+import type { Config } from '../config.ts';
+
+export const ENDPOINTS = {
+  register: '/agent/register',
+  capabilities: '/capability/list',
+  describe_capability: '/capability/describe',
+  execute: '/capability/execute',
+  request_capability: '/agent/request-capability',
+  status: '/agent/status',
+  reactivate: '/agent/reactivate',
+  revoke: '/agent/revoke',
+  revoke_host: '/host/revoke',
+  rotate_key: '/agent/rotate-key',
+  rotate_host_key: '/host/rotate-key',
+  introspect: '/agent/introspect',
+  revoke_capability: '/agent/revoke-capability',
+} as const;
+
+export function discoveryDocument(config: Config) {
+  return {
+    version: '1.0-draft',
+    provider_name: config.PROVIDER_NAME,
+    description: config.PROVIDER_DESCRIPTION,
+    issuer: config.issuer,
+    default_location: config.executeUrl,
+    algorithms: config.ALGORITHMS,
+    modes: config.MODES,
+    approval_methods: ['device_authorization'],
+    endpoints: ENDPOINTS,
+  };
+}
+
+export function discoveryRouter(config: Config): Router {
+  const router = Router();
+  const body = JSON.stringify(discoveryDocument(config));
+  router.get('/.well-known/agent-configuration', (_req, res) => {
+    res.set('Cache-Control', 'public, max-age=3600').type('application/json').send(body);
+  });
+  return router;
+}

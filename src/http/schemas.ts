@@ -1,0 +1,86 @@
+// Every request shape, in zod, once. Handlers parse with these; the OpenAPI document is generated
+// from them (src/http/openapi.ts). Bounds come first: a request over them is refused before any
+// JWT verification, Redis call or policy decision.
+import { z } from 'zod';
+
+export const MAX_ARGUMENTS = 256;
+const id = z.string().min(1).max(128);
+const capabilityName = z.string().min(1).max(128);
+
+const plainObject = z.custom<Record<string, unknown>>(
+  (v) => v !== null && typeof v === 'object' && !Array.isArray(v),
+  'must be a JSON object',
+);
+
+/** `arguments`: a JSON object with a bounded number of top-level fields. */
+export const argumentsSchema = plainObject.refine((v) => Object.keys(v).length <= MAX_ARGUMENTS, `at most ${MAX_ARGUMENTS} arguments`);
+
+export const constraintsSchema = plainObject.describe('{field: exact-value} or {field: {operator: operand}}');
+
+export const capabilityRequestSchema = z.union([
+  capabilityName,
+  z.object({ name: capabilityName, constraints: constraintsSchema.optional() }),
+]);
+
+const approvalHints = {
+  reason: z.string().max(1000).optional(),
+  preferred_method: z.string().max(64).optional(),
+  login_hint: z.string().max(256).optional(),
+  binding_message: z.string().max(500).optional(),
+};
+
+export const registerBodySchema = z.object({
+  name: z.string().min(1).max(200),
+  host_name: z.string().max(200).optional(),
+  capabilities: z.array(capabilityRequestSchema).max(100).optional(),
+  mode: z.string().max(32).default('delegated'),
+  force_approval: z.boolean().optional(),
+  ...approvalHints,
+});
+
+export const requestCapabilityBodySchema = z.object({
+  capabilities: z.array(capabilityRequestSchema).min(1).max(100),
+  ...approvalHints,
+});
+
+export const executeBodySchema = z.object({
+  capability: capabilityName,
+  arguments: argumentsSchema.optional(),
+});
+
+export const agentIdBodySchema = z.object({ agent_id: id });
+
+export const rotateAgentKeyBodySchema = z.object({ agent_id: id, public_key: plainObject });
+
+export const rotateHostKeyBodySchema = z.object({ public_key: plainObject });
+
+export const revokeCapabilityBodySchema = z.object({
+  agent_id: id.optional(),
+  capabilities: z.array(capabilityName).min(1).max(100),
+});
+
+export const introspectBodySchema = z.object({ token: z.string().min(1).max(8192) });
+
+export const statusQuerySchema = z.object({ agent_id: id });
+
+export const listQuerySchema = z.object({
+  query: z.string().max(200).optional(),
+  cursor: z.string().max(64).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(50),
+});
+
+export const describeQuerySchema = z.object({ name: capabilityName });
+
+export const adminCreateHostBodySchema = z.object({
+  public_key: plainObject,
+  name: z.string().max(200).optional(),
+  default_capabilities: z.array(capabilityName).max(100).default([]),
+  user_id: id.default('admin'),
+});
+
+export const adminApproveBodySchema = z.object({
+  capabilities: z.array(capabilityName).max(100).optional(),
+  user_id: id.default('admin'),
+});
+
+export const adminDenyBodySchema = z.object({ user_id: id.default('admin') });

@@ -1,0 +1,84 @@
+// How records look on the wire (protocol §4, §8.3): snake_case fields, ISO 8601 times.
+import type { Config } from '../config.ts';
+import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
+import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
+import type { Catalog } from '../execution/catalog.ts';
+
+const iso = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : new Date(ms).toISOString());
+
+/** Drops undefined members so optional fields are absent rather than null. */
+function compact<T extends Record<string, unknown>>(value: T): T {
+  for (const key of Object.keys(value)) if (value[key] === undefined) delete value[key];
+  return value;
+}
+
+/** Protocol §8.3: active grants carry their constraints and the capability's schemas. */
+export function grantView(grant: GrantRecord, catalog: Catalog) {
+  const base = { id: grant.id, capability: grant.capability, status: grant.status };
+  if (grant.status === 'active') {
+    const capability = catalog.get(grant.capability);
+    return compact({
+      ...base,
+      constraints: grant.constraints,
+      granted_by: grant.grantedBy,
+      reason: grant.reason,
+      expires_at: iso(grant.expiresAtMs),
+      description: capability?.description,
+      input: capability?.input,
+      output: capability?.output,
+    });
+  }
+  if (grant.status === 'pending') return compact({ ...base, constraints: grant.constraints, reason: grant.reason });
+  return compact({ ...base, reason: grant.reason, denied_by: grant.deniedBy });
+}
+
+/** Protocol §10: the device-authorization approval object. */
+export function approvalView(approval: ApprovalRecord, config: Config, nowMs: number) {
+  const verificationUri = `${config.issuer}/device`;
+  return {
+    method: 'device_authorization',
+    verification_uri: verificationUri,
+    verification_uri_complete: `${verificationUri}?user_code=${encodeURIComponent(approval.userCode)}`,
+    user_code: approval.userCode,
+    expires_in: Math.max(0, Math.ceil((approval.expiresAtMs - nowMs) / 1000)),
+    interval: approval.intervalSeconds,
+  };
+}
+
+export interface ViewContext {
+  config: Config;
+  catalog: Catalog;
+  nowMs: number;
+}
+
+/** Protocol §4.5: the full agent view (status, register and reactivate responses use it too). */
+export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: GrantRecord[] = snapshot.grants) {
+  const { agent, sessionExpiresAtMs } = snapshot;
+  const status = effectiveStatus(agent, sessionExpiresAtMs, ctx.nowMs).status;
+  return compact({
+    agent_id: agent.id,
+    host_id: agent.hostId,
+    name: agent.name,
+    status,
+    mode: agent.mode,
+    user_id: agent.userId,
+    agent_capability_grants: grants.map((g) => grantView(g, ctx.catalog)),
+    created_at: iso(agent.createdAtMs),
+    activated_at: iso(agent.activatedAtMs),
+    last_used_at: iso(agent.lastUsedAtMs),
+    expires_at: status === 'active' ? iso(visibleExpiresAtMs(agent, sessionExpiresAtMs)) : undefined,
+    approval: agent.approval && status === 'pending' ? approvalView(agent.approval, ctx.config, ctx.nowMs) : undefined,
+  });
+}
+
+export function hostView(host: HostRecord) {
+  return compact({
+    host_id: host.id,
+    name: host.name,
+    status: host.status,
+    user_id: host.userId,
+    default_capabilities: host.defaultCapabilities,
+    created_at: iso(host.createdAtMs),
+    activated_at: iso(host.activatedAtMs),
+  });
+}

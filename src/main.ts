@@ -1,0 +1,68 @@
+// Start-up: config -> store -> policy -> operators -> catalog -> app -> listen; graceful shutdown.
+import type { Server } from 'node:http';
+import { buildApp } from './app.ts';
+import { systemClock } from './clock.ts';
+import { ConfigError, loadConfig } from './config.ts';
+import { loadCatalog } from './execution/catalog.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { OperatorRegistry } from './operators/registry.ts';
+import { loadPolicyEngine } from './policy/engine.ts';
+import { MemoryStore } from './store/memory/memory-store.ts';
+import { createRedisStore } from './store/redis/redis-store.ts';
+import type { Store } from './store/store.ts';
+
+async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger): Promise<Store> {
+  if (!config.REDIS_URL) {
+    logger.warn('no REDIS_URL: using the in-memory store; nothing survives a restart and instances share nothing');
+    return new MemoryStore();
+  }
+  const store = await createRedisStore({ url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS });
+  logger.info('using Redis', { url: config.REDIS_URL.replace(/\/\/[^@]*@/, '//***@'), keyPrefix: config.REDIS_KEY_PREFIX });
+  return store;
+}
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger(config.LOG_LEVEL);
+  if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
+  const store = await openStore(config, logger);
+  const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH, memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES });
+  const catalog = await loadCatalog(config.CAPABILITIES_FILE);
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators: new OperatorRegistry(), logger });
+
+  const server: Server = app.listen(config.PORT, config.HOST, () => {
+    logger.info('agentgate listening', { host: config.HOST, port: config.PORT, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });
+  });
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.requestTimeout = 30_000;
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info('shutting down', { signal });
+    const force = setTimeout(() => process.exit(1), 10_000);
+    force.unref();
+    server.close(() => {
+      store.close().finally(() => process.exit(0));
+    });
+    server.closeIdleConnections();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`agentgate failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

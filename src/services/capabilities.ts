@@ -1,0 +1,80 @@
+// GET /capability/list and GET /capability/describe (protocol §4.1, §4.2) in three auth modes:
+// anonymous (public capabilities), host JWT (all), agent JWT (all, with grant_status).
+import { decodeJwt } from '../auth/jwt.ts';
+import { agentRefusal } from '../domain/lifecycle.ts';
+import type { GrantRecord } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { Capability } from '../execution/catalog.ts';
+import type { ServiceDeps } from './deps.ts';
+
+export type Viewer =
+  | { kind: 'anonymous' }
+  | { kind: 'host' }
+  | { kind: 'agent'; grants: GrantRecord[] };
+
+/** Identifies the caller from an optional bearer JWT; its `typ` says whether it is a host or an agent. */
+export async function resolveViewer(deps: ServiceDeps, token: string | null): Promise<Viewer> {
+  if (!token) {
+    if (deps.config.CAPABILITY_LIST_REQUIRES_AUTH) {
+      throw new ApiError('authentication_required', 'this server requires a host or agent JWT to list capabilities', undefined, {
+        'WWW-Authenticate': `AgentAuth discovery="${deps.config.issuer}/.well-known/agent-configuration"`,
+      });
+    }
+    return { kind: 'anonymous' };
+  }
+  const typ = peekTyp(token);
+  if (typ === 'host+jwt') {
+    await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true });
+    return { kind: 'host' };
+  }
+  const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
+  const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, deps.clock.nowMs());
+  if (refusal) throw refusal;
+  return { kind: 'agent', grants: verified.snapshot.grants };
+}
+
+function peekTyp(token: string): string | undefined {
+  try {
+    return decodeJwt(token, 'host+jwt').header.typ as string;
+  } catch {
+    return 'agent+jwt';
+  }
+}
+
+const visible = (viewer: Viewer, c: Capability) => viewer.kind !== 'anonymous' || c.public;
+
+export function grantStatus(viewer: Viewer, name: string): 'granted' | 'not_granted' | undefined {
+  if (viewer.kind !== 'agent') return undefined;
+  return viewer.grants.some((g) => g.capability === name && g.status === 'active') ? 'granted' : 'not_granted';
+}
+
+export interface ListQuery {
+  query?: string | undefined;
+  cursor?: string | undefined;
+  limit: number;
+}
+
+/** Cursor = base64url of the offset into the filtered list (stable while the catalog is). */
+export function listCapabilities(deps: ServiceDeps, viewer: Viewer, q: ListQuery) {
+  const needle = q.query?.toLowerCase();
+  const matching = deps.catalog
+    .list()
+    .filter((c) => visible(viewer, c))
+    .filter((c) => !needle || c.name.toLowerCase().includes(needle) || c.description.toLowerCase().includes(needle));
+  const offset = q.cursor === undefined ? 0 : decodeCursor(q.cursor);
+  const page = matching.slice(offset, offset + q.limit);
+  const next = offset + page.length;
+  return { page, hasMore: next < matching.length, nextCursor: next < matching.length ? Buffer.from(String(next)).toString('base64url') : null };
+}
+
+function decodeCursor(cursor: string): number {
+  const n = Number(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!Number.isSafeInteger(n) || n < 0) throw new ApiError('invalid_request', 'cursor is not one this server issued');
+  return n;
+}
+
+export function describeCapability(deps: ServiceDeps, viewer: Viewer, name: string): Capability {
+  const capability = deps.catalog.get(name);
+  if (!capability || !visible(viewer, capability)) throw new ApiError('capability_not_found', 'no capability has this name');
+  return capability;
+}

@@ -1,0 +1,26 @@
+// What the use cases need, passed explicitly by the composition root (src/app.ts).
+import type { AgentAuthenticator } from '../auth/agent-auth.ts';
+import type { HostAuthenticator } from '../auth/host-auth.ts';
+import type { AgentKeyCache } from '../auth/key-cache.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import type { Catalog } from '../execution/catalog.ts';
+import type { CapabilityRunner } from '../execution/handlers.ts';
+import type { Logger } from '../logger.ts';
+import type { OperatorRegistry } from '../operators/registry.ts';
+import type { PolicyEngine } from '../policy/types.ts';
+import type { Store } from '../store/store.ts';
+
+export interface ServiceDeps {
+  config: Config;
+  store: Store;
+  clock: Clock;
+  policy: PolicyEngine;
+  catalog: Catalog;
+  operators: OperatorRegistry;
+  hostAuth: HostAuthenticator;
+  agentAuth: AgentAuthenticator;
+  keys: AgentKeyCache;
+  runCapability: CapabilityRunner;
+  logger: Logger;
+}

@@ -1,0 +1,154 @@
+// POST /capability/execute, the hot path (DESIGN §2; protocol §9). Every step can only refuse.
+// Cost on a warm key cache: one signature verification, one Redis round trip, one policy decision.
+import { assertIssuer } from '../auth/agent-auth.ts';
+import { jtiTtlMs, verifySignature } from '../auth/jwt.ts';
+import type { CachedAgentKey } from '../auth/key-cache.ts';
+import { unknownOperators } from '../domain/constraints.ts';
+import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
+import type { AgentRecord, GrantRecord } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { Capability } from '../execution/catalog.ts';
+import { CapabilityBackendError } from '../execution/handlers.ts';
+import type { ExecuteRoundTripResult } from '../store/store.ts';
+import { revokeChange } from './agents.ts';
+import type { ServiceDeps } from './deps.ts';
+import { withPolicy } from './grant-decisions.ts';
+
+export interface ExecuteRequest {
+  capability: string;
+  arguments: Record<string, unknown>;
+}
+
+export async function executeCapability(deps: ServiceDeps, token: string | null, request: ExecuteRequest): Promise<unknown> {
+  const { config, clock, store } = deps;
+  // Step 2: typ, claims and time rules need no key and no I/O.
+  const pre = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
+  // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
+  let key = await verifiedKey(deps, pre.agentId, pre.decoded.token);
+  // Step 4: one round trip confirms the key version, records the jti, extends the session.
+  const timeRules = deps.agentAuth.timeRules();
+  const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
+    agentId: pre.agentId, keyVersion: k.keyVersion, jti: pre.jti, jtiTtlMs: jtiTtlMs(timeRules),
+    capability: request.capability, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
+  });
+  let result: ExecuteRoundTripResult = await roundTrip(key);
+  if (result.kind === 'stale_key') {
+    // Another instance rotated the key before our cache heard of it: reload once and retry.
+    deps.keys.invalidate(pre.agentId);
+    key = await verifiedKey(deps, pre.agentId, pre.decoded.token);
+    result = await roundTrip(key);
+  }
+  if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
+  if (result.kind === 'stale_key') throw new ApiError('invalid_jwt', 'the agent key was rotated');
+  if (result.kind === 'replay') throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
+  const { agent, sessionExpiresAtMs, grants } = result;
+  assertIssuer(pre.decoded.claims, agent.hostThumbprint);
+
+  // Step 5: lifecycle.
+  const nowMs = clock.nowMs();
+  const refusal = agentRefusal(agent, sessionExpiresAtMs, nowMs);
+  if (refusal) {
+    if (refusal.code === 'absolute_lifetime_exceeded') persistAbsoluteRevocation(deps, agent);
+    throw refusal;
+  }
+  // Step 7: the JWT's capabilities claim, the catalog, then the grant.
+  if (pre.capabilityClaim && !pre.capabilityClaim.includes(request.capability)) {
+    throw new ApiError('capability_not_granted', 'the JWT capabilities claim does not include this capability');
+  }
+  const capability = deps.catalog.get(request.capability);
+  if (!capability) throw new ApiError('capability_not_found', 'no capability has this name');
+  const active = activeGrants(grants, nowMs);
+  const args = validatedArguments(capability, request.arguments);
+  const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];
+  if (unknown.length > 0) {
+    throw new ApiError('unknown_constraint_operator', `the grant uses constraint operator(s) this server no longer knows: ${unknown.join(', ')}`, { unknown_operators: unknown });
+  }
+  // Step 8: the policy decides on the constraints.
+  const decision = withPolicy(deps.logger, 'agentgate/execute', () => deps.policy.decideExecute({
+    now_ms: nowMs,
+    agent: { id: agent.id, mode: agent.mode, host_id: agent.hostId },
+    capability: capability.name,
+    arguments: args,
+    grants: active.map((g) => ({ id: g.id, constraints: g.constraints ?? null })),
+  }));
+  if (!decision.allow) {
+    if (decision.violations.length > 0) {
+      throw new ApiError('constraint_violated', 'the arguments break the constraints of the grant', { violations: decision.violations });
+    }
+    throw new ApiError('capability_not_granted', decision.reason ?? 'the policy refused this call');
+  }
+  // Step 9: run the handler.
+  try {
+    return await deps.runCapability(capability, {
+      agentId: agent.id, hostId: agent.hostId, userId: agent.userId, grantId: decision.grant_id ?? active[0]!.id, arguments: args,
+    });
+  } catch (err) {
+    if (err instanceof CapabilityBackendError) {
+      deps.logger.error('capability backend failed', { capability: capability.name, agentId: agent.id, err });
+      throw new ApiError('internal_error', 'the capability backend failed');
+    }
+    throw err;
+  }
+}
+
+/** The cached key when its signature check passes; on a miss or failure, the stored key once. */
+async function verifiedKey(deps: ServiceDeps, agentId: string, token: string): Promise<CachedAgentKey> {
+  const cached = deps.keys.get(agentId);
+  if (cached) {
+    try {
+      await verifySignature(token, cached);
+      return cached;
+    } catch {
+      // The key may have been rotated on another instance before the invalidation arrived.
+      deps.keys.invalidate(agentId);
+    }
+  }
+  const snapshot = await deps.store.getAgent(agentId);
+  if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
+  const fresh = await deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion);
+  if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
+  await verifySignature(token, fresh);
+  return fresh;
+}
+
+/** Active grants, else the refusal that explains why there is none. */
+function activeGrants(grants: GrantRecord[], nowMs: number): GrantRecord[] {
+  const active = grants.filter((g) => g.status === 'active' && (g.expiresAtMs === undefined || g.expiresAtMs > nowMs));
+  if (active.length > 0) return active;
+  if (grants.some((g) => g.status === 'revoked')) throw new ApiError('grant_revoked', 'the grant for this capability was revoked');
+  throw new ApiError('capability_not_granted', 'the agent holds no active grant for this capability');
+}
+
+const NUMERIC_STRING = /^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
+
+/**
+ * Coerces numeric strings only where the input schema says number (DESIGN §6), then validates
+ * against the schema: 400 invalid_request before the policy runs.
+ */
+export function validatedArguments(capability: Capability, given: Record<string, unknown>): Record<string, unknown> {
+  let args = given;
+  for (const field of capability.numericFields) {
+    const value = args[field];
+    if (typeof value === 'string' && NUMERIC_STRING.test(value.trim()) && Number.isFinite(Number(value))) {
+      if (args === given) args = { ...given };
+      args[field] = Number(value);
+    }
+  }
+  const validate = capability.validateInput;
+  if (validate && !validate(args)) {
+    const first = validate.errors?.[0];
+    throw new ApiError('invalid_request', `arguments do not match the input schema of ${capability.name}: ${first ? `${first.instancePath || '(root)'} ${first.message}` : 'invalid'}`);
+  }
+  return args;
+}
+
+/** Absolute lifetime revokes for good; persisted off the request path (the refusal stands anyway). */
+function persistAbsoluteRevocation(deps: ServiceDeps, agent: AgentRecord): void {
+  void (async () => {
+    const snapshot = await deps.store.getAgent(agent.id);
+    if (!snapshot || effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs()).because !== 'absolute_lifetime') return;
+    await deps.store.casAgent(agent.id, snapshot.agent.version, revokeChange(snapshot, deps.clock.nowMs()));
+    deps.keys.invalidate(agent.id);
+    await deps.store.publishAgentInvalidation(agent.id);
+  })().catch((err: unknown) => deps.logger.warn('could not persist absolute-lifetime revocation', { agentId: agent.id, err }));
+}

@@ -1,0 +1,100 @@
+// Turning requested capabilities into grants: validate constraints against the operator registry,
+// ask the policy (`agentgate/grants`) per capability, refuse denials, and narrow constraints by
+// what the server imposes. Shared by register, request-capability and reactivate.
+import { narrowConstraints, validateConstraints } from '../domain/constraints.ts';
+import type { AgentRecord, Constraints, GrantRecord, GrantStatus, HostRecord } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import { PolicyError, type GrantsInput, type GrantsOutput } from '../policy/types.ts';
+import type { ServiceDeps } from './deps.ts';
+import { newGrantId } from './ids.ts';
+
+export interface RequestedCapability {
+  name: string;
+  constraints?: Constraints | undefined;
+}
+
+/** Runs a policy decision; a policy failure is a server error, never an authorization. */
+export function withPolicy<T>(logger: Logger, what: string, decide: () => T): T {
+  try {
+    return decide();
+  } catch (err) {
+    if (err instanceof PolicyError) {
+      logger.error('policy decision failed; refusing', { decision: what, err });
+      throw new ApiError('internal_error', 'the authorization policy could not decide; the request was refused');
+    }
+    throw err;
+  }
+}
+
+/** One request per capability name: a repeated name keeps its first occurrence. */
+export function dedupeRequests(requests: RequestedCapability[]): RequestedCapability[] {
+  const seen = new Set<string>();
+  return requests.filter((r) => (seen.has(r.name) ? false : (seen.add(r.name), true)));
+}
+
+export interface GrantDecisionArgs {
+  action: GrantsInput['action'];
+  host: HostRecord;
+  agent: Pick<AgentRecord, 'mode'> & { id: string | null };
+  requests: RequestedCapability[];
+  /** The agent's existing grants (previous statuses feed the policy). */
+  existing: GrantRecord[];
+  agentId: string;
+  nowMs: number;
+  reason?: string | undefined;
+}
+
+/** New grant records (active or pending) for `requests`; throws on invalid or blocked ones. */
+export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): GrantRecord[] {
+  validateConstraints(args.requests.map((r) => r.constraints), deps.operators);
+  if (args.requests.length === 0) return [];
+  const input: GrantsInput = {
+    now_ms: args.nowMs,
+    action: args.action,
+    host: {
+      id: args.host.id,
+      status: args.host.status,
+      linked: args.host.userId !== undefined,
+      default_capabilities: args.host.defaultCapabilities,
+    },
+    agent: { id: args.agent.id, mode: args.agent.mode },
+    requests: args.requests.map((r) => ({
+      capability: r.name,
+      exists: deps.catalog.has(r.name),
+      constraints: r.constraints ?? null,
+      previous_status: latestStatus(args.existing, r.name),
+    })),
+  };
+  const output: GrantsOutput = withPolicy(deps.logger, 'agentgate/grants', () => deps.policy.decideGrants(input));
+  const byName = new Map(output.decisions.map((d) => [d.capability, d]));
+  const refused = args.requests.filter((r) => (byName.get(r.name)?.decision ?? 'deny') === 'deny').map((r) => r.name);
+  if (refused.length > 0) {
+    throw new ApiError('invalid_capabilities', `capabilities that do not exist or may not be requested: ${refused.join(', ')}`, {
+      invalid_capabilities: refused,
+    });
+  }
+  return args.requests.map((r) => {
+    const decision = byName.get(r.name)!;
+    const status: GrantStatus = decision.decision === 'grant' ? 'active' : 'pending';
+    const constraints = narrowConstraints(r.constraints, decision.constraints);
+    return {
+      id: newGrantId(),
+      agentId: args.agentId,
+      capability: r.name,
+      status,
+      ...(constraints && Object.keys(constraints).length > 0 ? { constraints } : {}),
+      ...(status === 'active' ? { grantedBy: 'policy' } : {}),
+      ...(args.reason ? { reason: args.reason } : decision.reason ? { reason: decision.reason } : {}),
+      createdAtMs: args.nowMs,
+      updatedAtMs: args.nowMs,
+    };
+  });
+}
+
+/** The status of the newest grant for a capability, or null. */
+export function latestStatus(grants: GrantRecord[], capability: string): GrantStatus | null {
+  let latest: GrantRecord | undefined;
+  for (const g of grants) if (g.capability === capability && (!latest || g.createdAtMs >= latest.createdAtMs)) latest = g;
+  return latest?.status ?? null;
+}

@@ -1,0 +1,108 @@
+// Host operations (protocol §4.9, §4.10) and the cascades that copy a host's state into each of
+// its agents' records, so the execute hot path never reads another hash slot (DESIGN §2, §3).
+import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
+import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { AgentChange } from '../store/store.ts';
+import { revokeChange } from './agents.ts';
+import type { ServiceDeps } from './deps.ts';
+import { transitionAgent } from './transitions.ts';
+
+/** Applies `decide` to every agent of a host, one atomic transition each; returns how many changed. */
+export async function cascadeToAgents(
+  deps: ServiceDeps, hostId: string, decide: (snapshot: AgentSnapshot) => AgentChange | null,
+): Promise<number> {
+  let changed = 0;
+  for (const agentId of await deps.store.listHostAgentIds(hostId)) {
+    let touched = false;
+    try {
+      await transitionAgent(deps.store, agentId, (snapshot) => {
+        const change = decide(snapshot);
+        touched = change !== null;
+        return change;
+      });
+    } catch (err) {
+      // An agent deleted meanwhile has nothing left to cascade into.
+      if (err instanceof ApiError && err.code === 'agent_not_found') continue;
+      throw err;
+    }
+    if (touched) {
+      changed++;
+      deps.keys.invalidate(agentId);
+      await deps.store.publishAgentInvalidation(agentId);
+    }
+  }
+  return changed;
+}
+
+// Protocol §4.10: the host revokes itself; every agent is revoked with it.
+export async function revokeHost(deps: ServiceDeps, host: HostRecord): Promise<{ host: HostRecord; agentsRevoked: number }> {
+  const nowMs = deps.clock.nowMs();
+  const updated = await deps.store.updateHost(host.id, { status: 'revoked', updatedAtMs: nowMs });
+  if (!updated) throw new ApiError('host_not_found', 'the host does not exist');
+  const agentsRevoked = await cascadeToAgents(deps, host.id, (snapshot) => {
+    const alreadyRevoked = snapshot.agent.status === 'revoked' && snapshot.agent.hostStatus === 'revoked';
+    if (alreadyRevoked) return null;
+    const change = revokeChange(snapshot, nowMs);
+    return { ...change, set: { ...change.set, hostStatus: 'revoked' } };
+  });
+  deps.logger.info('host revoked', { hostId: host.id, agentsRevoked });
+  return { host: updated, agentsRevoked };
+}
+
+export async function revokeHostByToken(deps: ServiceDeps, token: string | null) {
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true });
+  return revokeHost(deps, verified.host!);
+}
+
+// Protocol §4.9: signed with the current key; agents, grants and the user link stay with the host.
+export async function rotateHostKey(deps: ServiceDeps, token: string | null, publicKey: unknown): Promise<HostRecord> {
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
+  const host = verified.host!;
+  const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
+  const thumbprint = jwkThumbprint(jwk);
+  if (thumbprint === host.thumbprint) return host;
+  const outcome = await deps.store.rotateHostKey(host.id, host.thumbprint, { thumbprint, publicJwk: jwk, updatedAtMs: deps.clock.nowMs() });
+  if (outcome === 'not_found') throw new ApiError('host_not_found', 'the host does not exist');
+  if (outcome === 'taken') throw new ApiError('invalid_request', 'another host already uses this key');
+  if (outcome === 'conflict') throw new ApiError('service_unavailable', 'the host key changed concurrently; retry');
+  await cascadeToAgents(deps, host.id, (s) => (s.agent.hostThumbprint === thumbprint ? null : { set: { hostThumbprint: thumbprint } }));
+  const rotated = await deps.store.getHost(host.id);
+  if (!rotated) throw new ApiError('host_not_found', 'the host does not exist');
+  return rotated;
+}
+
+/**
+ * Links a host to a user (protocol §7.4, §7.5): the host becomes active, its agents learn the new
+ * host status, and its active autonomous agents are claimed (terminal, grants revoked).
+ */
+export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string): Promise<HostRecord> {
+  const nowMs = deps.clock.nowMs();
+  const updated = await deps.store.updateHost(host.id, {
+    userId, status: 'active', updatedAtMs: nowMs, ...(host.activatedAtMs === undefined ? { activatedAtMs: nowMs } : {}),
+  });
+  if (!updated) throw new ApiError('host_not_found', 'the host does not exist');
+  const claimed = await cascadeToAgents(deps, host.id, (snapshot) => {
+    const { agent } = snapshot;
+    const claim = agent.mode === 'autonomous' && agent.status === 'active';
+    if (!claim && agent.hostStatus === 'active') return null;
+    return {
+      set: {
+        hostStatus: 'active',
+        ...(claim ? { status: 'claimed' as const, userId, updatedAtMs: nowMs } : {}),
+      },
+      ...(claim ? { upsertGrants: revokeChange(snapshot, nowMs).upsertGrants } : {}),
+    };
+  });
+  deps.logger.info('host linked to a user', { hostId: host.id, userId, agentsTouched: claimed });
+  return updated;
+}
+
+/** Marks a pending host active without linking it, and tells its agents. */
+export async function activateHost(deps: ServiceDeps, host: HostRecord): Promise<HostRecord> {
+  const nowMs = deps.clock.nowMs();
+  const updated = await deps.store.updateHost(host.id, { status: 'active', updatedAtMs: nowMs, activatedAtMs: nowMs });
+  if (!updated) throw new ApiError('host_not_found', 'the host does not exist');
+  await cascadeToAgents(deps, host.id, (s) => (s.agent.hostStatus === 'active' ? null : { set: { hostStatus: 'active' } }));
+  return updated;
+}

@@ -1,0 +1,82 @@
+// A real agentgate HTTP server on loopback for integration tests: real store (memory or Redis),
+// real compiled policy, real catalog, and a manual clock so lifetimes move without sleeping.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { buildApp, type App } from '../../src/app.ts';
+import { ManualClock } from '../../src/clock.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/execution/catalog.ts';
+import { silentLogger } from '../../src/logger.ts';
+import { OperatorRegistry } from '../../src/operators/registry.ts';
+import { loadPolicyEngine } from '../../src/policy/engine.ts';
+import { MemoryStore } from '../../src/store/memory/memory-store.ts';
+import { createRedisStore } from '../../src/store/redis/redis-store.ts';
+import type { Store } from '../../src/store/store.ts';
+import { deletePrefix, redisUrlForTests, uniquePrefix } from './redis.ts';
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+
+export interface TestServerOptions {
+  store?: 'memory' | 'redis';
+  env?: Record<string, string>;
+  /** Catalog definitions replacing config/capabilities.json. */
+  capabilities?: unknown[];
+}
+
+export interface TestServer {
+  baseUrl: string;
+  config: Config;
+  clock: ManualClock;
+  app: App;
+  store: Store;
+  catalog: Catalog;
+  close(): Promise<void>;
+}
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const server: Server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const config = loadConfig({
+    PORT: String(port),
+    ISSUER: `http://127.0.0.1:${port}`,
+    ADMIN_TOKEN,
+    INSECURE_TEST_HOOKS: 'true',
+    LOG_LEVEL: 'silent',
+    ...options.env,
+  });
+  const clock = new ManualClock(Date.now());
+  let store: Store;
+  let cleanupStore: () => Promise<void>;
+  if (options.store === 'redis') {
+    const url = await redisUrlForTests();
+    const prefix = uniquePrefix('http');
+    store = await createRedisStore({ url, keyPrefix: prefix });
+    cleanupStore = async () => {
+      await store.close();
+      await deletePrefix(url, prefix);
+    };
+  } else {
+    store = new MemoryStore();
+    cleanupStore = () => store.close();
+  }
+  const catalog = options.capabilities
+    ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities)
+    : await loadCatalog(config.CAPABILITIES_FILE);
+  const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
+  const app = buildApp({ config, store, clock, policy, catalog, operators: new OperatorRegistry(), logger: silentLogger });
+  server.on('request', app.app);
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    config,
+    clock,
+    app,
+    store,
+    catalog,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await cleanupStore();
+    },
+  };
+}

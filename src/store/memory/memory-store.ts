@@ -1,0 +1,326 @@
+// The in-memory Store, for the quick start and unit tests (DESIGN §3). It keeps the Redis store's
+// semantics exactly (the shared contract suite runs against both), including the ones that come
+// from Redis itself: a session deadline in the past is gone (Redis expires the key in real time),
+// and replay records expire after their ttl. Records are deep-copied on the way in and out, so a
+// caller can never change stored state except through these methods. Nothing survives a restart.
+import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
+import {
+  assertGrantsBelongTo,
+  assertTaggable,
+  assertVersion,
+  checkRoundTripNumbers,
+  isTaggable,
+  normalizeTtlMs,
+} from '../checks.ts';
+import type { AgentChange, AgentPatch, CasResult, ExecuteRoundTrip, ExecuteRoundTripResult, Store } from '../store.ts';
+import { ReplayRecords } from './replay-records.ts';
+
+export interface MemoryStoreOptions {
+  /** Wall clock (epoch ms) for jti and session expiry, as Redis's own clock would be; default Date.now. */
+  now?: () => number;
+  /** Upper bound on remembered jtis; past it, recording refuses rather than forget a live jti. */
+  maxReplayRecords?: number;
+}
+
+type HostPatch = Parameters<Store['updateHost']>[1];
+
+interface StoredAgent {
+  agent: AgentRecord;
+  /** By grant id, in insertion order (the order Redis's index lists keep). */
+  grants: Map<string, GrantRecord>;
+  sessionExpiresAtMs: number | null;
+}
+
+const copy = <T>(value: T): T => structuredClone(value);
+
+export class MemoryStore implements Store {
+  readonly kind = 'memory' as const;
+  readonly #now: () => number;
+  readonly #hosts = new Map<string, HostRecord>();
+  readonly #hostIdByThumbprint = new Map<string, string>();
+  readonly #hostAgentIds = new Map<string, Set<string>>();
+  /** [hostId, keyThumbprint] (as JSON) -> agent id: the registration index. */
+  readonly #agentIdByHostKey = new Map<string, string>();
+  readonly #agents = new Map<string, StoredAgent>();
+  readonly #replay: ReplayRecords;
+  readonly #listeners: ((agentId: string) => void)[] = [];
+  #closed = false;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.#now = options.now ?? Date.now;
+    this.#replay = new ReplayRecords(this.#now, options.maxReplayRecords);
+  }
+
+  // ---- hosts -------------------------------------------------------------------------------
+
+  async getHost(hostId: string): Promise<HostRecord | null> {
+    this.#assertOpen();
+    const host = this.#hosts.get(hostId);
+    return host ? copy(host) : null;
+  }
+
+  async findHostByThumbprint(thumbprint: string): Promise<HostRecord | null> {
+    this.#assertOpen();
+    const hostId = this.#hostIdByThumbprint.get(thumbprint);
+    return hostId === undefined ? null : this.getHost(hostId);
+  }
+
+  async createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }> {
+    this.#assertOpen();
+    assertTaggable('host id', host.id);
+    assertTaggable('host thumbprint', host.thumbprint);
+    if (this.#hosts.has(host.id)) throw new Error(`host id ${host.id} already exists`);
+    const existingId = this.#hostIdByThumbprint.get(host.thumbprint);
+    if (existingId !== undefined) return { host: copy(this.#hosts.get(existingId)!), created: false };
+    this.#hosts.set(host.id, copy(host));
+    this.#hostIdByThumbprint.set(host.thumbprint, host.id);
+    return { host: copy(host), created: true };
+  }
+
+  async updateHost(hostId: string, patch: HostPatch): Promise<HostRecord | null> {
+    this.#assertOpen();
+    const host = this.#hosts.get(hostId);
+    if (!host) return null;
+    this.#hosts.set(hostId, { ...host, ...pickDefined(copy(patch), HOST_PATCH_FIELDS) });
+    return this.getHost(hostId);
+  }
+
+  /** Same outcome order as Redis, whose first step is claiming the new thumbprint: taken, then
+   * not_found, then conflict. */
+  async rotateHostKey(
+    hostId: string,
+    expectedThumbprint: string,
+    next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
+  ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'> {
+    this.#assertOpen();
+    if (!isTaggable(hostId)) return 'not_found';
+    assertTaggable('host thumbprint', next.thumbprint);
+    const owner = this.#hostIdByThumbprint.get(next.thumbprint);
+    if (owner !== undefined && owner !== hostId) return 'taken';
+    const host = this.#hosts.get(hostId);
+    if (!host) return 'not_found';
+    if (host.thumbprint !== expectedThumbprint) return 'conflict';
+    this.#hosts.set(hostId, { ...host, thumbprint: next.thumbprint, publicJwk: copy(next.publicJwk), updatedAtMs: next.updatedAtMs });
+    if (this.#hostIdByThumbprint.get(expectedThumbprint) === hostId) this.#hostIdByThumbprint.delete(expectedThumbprint);
+    this.#hostIdByThumbprint.set(next.thumbprint, hostId);
+    return 'ok';
+  }
+
+  async listHostAgentIds(hostId: string): Promise<string[]> {
+    this.#assertOpen();
+    return [...(this.#hostAgentIds.get(hostId) ?? [])].sort();
+  }
+
+  // ---- agents ------------------------------------------------------------------------------
+
+  async getAgent(agentId: string): Promise<AgentSnapshot | null> {
+    this.#assertOpen();
+    const stored = this.#agents.get(agentId);
+    return stored ? this.#snapshotOf(stored) : null;
+  }
+
+  async findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null> {
+    this.#assertOpen();
+    return this.#agentIdByHostKey.get(hostKey(hostId, keyThumbprint)) ?? null;
+  }
+
+  async createAgent(
+    snapshot: AgentSnapshot,
+  ): Promise<{ created: true; snapshot: AgentSnapshot } | { created: false; existingAgentId: string }> {
+    this.#assertOpen();
+    const { agent, grants } = snapshot;
+    assertTaggable('agent id', agent.id);
+    assertTaggable('host id', agent.hostId);
+    assertGrantsBelongTo(agent.id, grants);
+    const indexKey = hostKey(agent.hostId, agent.keyThumbprint);
+    const existing = this.#agentIdByHostKey.get(indexKey);
+    if (existing !== undefined) return { created: false, existingAgentId: existing };
+    if (this.#agents.has(agent.id)) throw new Error(`agent id ${agent.id} already exists`);
+    const stored: StoredAgent = { agent: copy(agent), grants: new Map(), sessionExpiresAtMs: null };
+    for (const grant of grants) stored.grants.set(grant.id, copy(grant));
+    this.#setSession(stored, snapshot.sessionExpiresAtMs);
+    this.#agents.set(agent.id, stored);
+    this.#agentIdByHostKey.set(indexKey, agent.id);
+    this.#hostAgentSet(agent.hostId).add(agent.id);
+    return { created: true, snapshot: copy({ ...snapshot, grants: [...grants].sort(byId) }) };
+  }
+
+  async casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult> {
+    this.#assertOpen();
+    assertVersion('expectVersion', expectVersion);
+    assertGrantsBelongTo(agentId, change.replaceGrants);
+    assertGrantsBelongTo(agentId, change.upsertGrants);
+    const stored = this.#agents.get(agentId);
+    if (!stored) return { ok: false, reason: 'not_found', snapshot: null };
+    if (stored.agent.version !== expectVersion) return { ok: false, reason: 'conflict', snapshot: this.#snapshotOf(stored) };
+    stored.agent = applyPatch(stored.agent, change.set ?? {}, expectVersion + 1);
+    if (change.replaceGrants !== undefined) stored.grants.clear();
+    for (const grant of [...(change.replaceGrants ?? []), ...(change.upsertGrants ?? [])]) {
+      stored.grants.set(grant.id, copy(grant));
+    }
+    if (change.sessionExpiresAtMs !== undefined) this.#setSession(stored, change.sessionExpiresAtMs);
+    return { ok: true, snapshot: this.#snapshotOf(stored) };
+  }
+
+  async reindexAgentKey(hostId: string, agentId: string, oldThumbprint: string, newThumbprint: string): Promise<void> {
+    this.#assertOpen();
+    assertTaggable('host id', hostId);
+    const owner = this.#agentIdByHostKey.get(hostKey(hostId, newThumbprint));
+    if (owner !== undefined && owner !== agentId) {
+      throw new Error(`agent key ${newThumbprint} of host ${hostId} is already registered to agent ${owner}`);
+    }
+    if (this.#agentIdByHostKey.get(hostKey(hostId, oldThumbprint)) === agentId) {
+      this.#agentIdByHostKey.delete(hostKey(hostId, oldThumbprint));
+    }
+    this.#agentIdByHostKey.set(hostKey(hostId, newThumbprint), agentId);
+  }
+
+  // ---- hot path ------------------------------------------------------------------------------
+
+  async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
+    this.#assertOpen();
+    checkRoundTripNumbers(request);
+    const ttlMs = normalizeTtlMs(request.jtiTtlMs);
+    const stored = this.#agents.get(request.agentId);
+    if (!stored) return { kind: 'not_found' };
+    if (stored.agent.keyVersion !== request.keyVersion) return { kind: 'stale_key' };
+    if (!this.#replay.record(agentJtiKey(request.agentId, request.jti), ttlMs)) return { kind: 'replay' };
+    const agentAsRead = copy(stored.agent);
+    const sessionAsRead = this.#currentSession(stored);
+    if (isUsable(stored.agent, sessionAsRead, request.nowMs)) {
+      this.#setSession(stored, request.nowMs + request.sessionTtlMs);
+      stored.agent = { ...stored.agent, lastUsedAtMs: request.nowMs };
+    }
+    const grants = [...stored.grants.values()].filter((grant) => grant.capability === request.capability);
+    return { kind: 'ok', agent: agentAsRead, sessionExpiresAtMs: sessionAsRead, grants: copy(grants).sort(byId) };
+  }
+
+  // ---- replay --------------------------------------------------------------------------------
+
+  async recordAgentJti(agentId: string, jti: string, ttlMs: number): Promise<boolean> {
+    this.#assertOpen();
+    assertTaggable('agent id', agentId);
+    return this.#replay.record(agentJtiKey(agentId, jti), normalizeTtlMs(ttlMs));
+  }
+
+  async recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean> {
+    this.#assertOpen();
+    assertTaggable('host thumbprint', hostThumbprint);
+    return this.#replay.record(JSON.stringify(['host', hostThumbprint, jti]), normalizeTtlMs(ttlMs));
+  }
+
+  // ---- key-cache invalidation ----------------------------------------------------------------
+
+  /** Delivered asynchronously, as Redis pub/sub would be, and each listener on its own. */
+  async publishAgentInvalidation(agentId: string): Promise<void> {
+    this.#assertOpen();
+    for (const listener of [...this.#listeners]) {
+      queueMicrotask(() => {
+        try {
+          listener(agentId);
+        } catch {
+          // A failing listener must not stop the others, as with the Redis store.
+        }
+      });
+    }
+  }
+
+  onAgentInvalidation(listener: (agentId: string) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  // ---- lifecycle -----------------------------------------------------------------------------
+
+  async ping(): Promise<void> {
+    this.#assertOpen();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#listeners.length = 0;
+  }
+
+  // ---- internals -----------------------------------------------------------------------------
+
+  /** After close the Redis store's commands reject; this one behaves the same. */
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('the memory store is closed');
+  }
+
+  /** A deadline already past on the wall clock is dropped, as Redis drops an expired key. */
+  #setSession(stored: StoredAgent, deadlineMs: number | null): void {
+    stored.sessionExpiresAtMs = deadlineMs !== null && deadlineMs > this.#now() ? deadlineMs : null;
+  }
+
+  #currentSession(stored: StoredAgent): number | null {
+    if (stored.sessionExpiresAtMs !== null && stored.sessionExpiresAtMs <= this.#now()) stored.sessionExpiresAtMs = null;
+    return stored.sessionExpiresAtMs;
+  }
+
+  #snapshotOf(stored: StoredAgent): AgentSnapshot {
+    return copy({
+      agent: stored.agent,
+      grants: [...stored.grants.values()].sort(byId),
+      sessionExpiresAtMs: this.#currentSession(stored),
+    });
+  }
+
+  #hostAgentSet(hostId: string): Set<string> {
+    let set = this.#hostAgentIds.get(hostId);
+    if (!set) this.#hostAgentIds.set(hostId, (set = new Set()));
+    return set;
+  }
+}
+
+/** The hot path's usability rule (DESIGN §2 step 5), evaluated exactly as the Redis script does. */
+function isUsable(agent: AgentRecord, sessionExpiresAtMs: number | null, nowMs: number): boolean {
+  return (
+    agent.status === 'active' &&
+    agent.hostStatus === 'active' &&
+    sessionExpiresAtMs !== null &&
+    sessionExpiresAtMs > nowMs &&
+    agent.maxLifetimeExpiresAtMs > nowMs &&
+    agent.absoluteExpiresAtMs > nowMs
+  );
+}
+
+/**
+ * The fields a patch may set, as the Redis codec encodes them: anything else on the object (an `id`
+ * or `version` smuggled in by a spread) is ignored by both stores.
+ */
+const HOST_PATCH_FIELDS = ['name', 'status', 'userId', 'defaultCapabilities', 'activatedAtMs', 'updatedAtMs'] as const;
+const AGENT_PATCH_FIELDS = [
+  'status', 'publicJwk', 'keyThumbprint', 'keyVersion', 'hostStatus', 'hostThumbprint', 'userId',
+  'activatedAtMs', 'lastUsedAtMs', 'absoluteExpiresAtMs', 'maxLifetimeExpiresAtMs', 'updatedAtMs',
+] as const;
+
+/** Applies a patch the way the cas script does: undefined leaves a field alone, approval null removes it. */
+function applyPatch(agent: AgentRecord, patch: AgentPatch, nextVersion: number): AgentRecord {
+  const fields = copy(patch);
+  const next: AgentRecord = { ...agent, ...pickDefined(fields, AGENT_PATCH_FIELDS), version: nextVersion };
+  if (fields.approval === null) delete next.approval;
+  else if (fields.approval !== undefined) next.approval = fields.approval;
+  return next;
+}
+
+/** The listed fields of a patch whose value is not undefined. */
+function pickDefined<T extends object, K extends keyof T>(patch: T, fields: readonly K[]): Partial<Pick<T, K>> {
+  const out: Partial<Pick<T, K>> = {};
+  for (const field of fields) {
+    if (patch[field] !== undefined) out[field] = patch[field];
+  }
+  return out;
+}
+
+function hostKey(hostId: string, keyThumbprint: string): string {
+  return JSON.stringify([hostId, keyThumbprint]);
+}
+
+/** One key per (agent, jti), shared by executeRoundTrip and recordAgentJti. */
+function agentJtiKey(agentId: string, jti: string): string {
+  return JSON.stringify(['agent', agentId, jti]);
+}
+
+function byId(a: { id: string }, b: { id: string }): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}

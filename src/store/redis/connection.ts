@@ -1,0 +1,189 @@
+// Opening, checking and closing the Redis connections of the Redis store. The command connection
+// fails closed and bounded: a command that Redis does not answer within commandTimeoutMs rejects,
+// and while the connection is down commands reject at once instead of queueing (the caller answers
+// 503), so a dead Redis never makes a request hang.
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+export interface ClusterNodeAddress {
+  host: string;
+  port: number;
+}
+
+interface CommonOptions {
+  /** Prefix of every key and of the invalidation channel; default `ag:`. */
+  keyPrefix?: string;
+  /** A command not answered within this time rejects; default 2000. */
+  commandTimeoutMs?: number;
+  /** Connecting (TCP + handshake) gives up after this time; default 2000. */
+  connectTimeoutMs?: number;
+  /** Connection-level errors (reconnect attempts and the like); default: ignored, as commands reject anyway. */
+  onConnectionError?: (error: Error) => void;
+}
+
+/** Either one Redis (`url`, e.g. redis://:password@host:6379/0) or a Redis Cluster (`clusterNodes`). */
+export type RedisStoreOptions = CommonOptions &
+  ({ url: string; clusterNodes?: undefined } | { clusterNodes: ClusterNodeAddress[]; url?: undefined });
+
+export type RedisConnection = Redis | Cluster;
+
+export const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+
+/** Reconnect quickly at first, then every 2 s at most, forever: the service recovers on its own. */
+function reconnectDelayMs(attempt: number): number {
+  return Math.min(attempt * 100, 2000);
+}
+
+/** Where the store connects, for messages: the URL without its password, or the cluster nodes. */
+export function describeTarget(options: RedisStoreOptions): string {
+  if (options.clusterNodes) {
+    return `Redis Cluster ${options.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`;
+  }
+  try {
+    const url = new URL(options.url);
+    if (url.password) url.password = '***';
+    return `Redis ${url.toString()}`;
+  } catch {
+    return 'Redis (unparseable URL)';
+  }
+}
+
+/**
+ * Options of the connection that carries commands. The offline queue is off so that commands
+ * issued while disconnected reject immediately; the first connect is explicit (lazyConnect).
+ * Auto-pipelining batches commands issued in the same tick into one write (the rate limiter's
+ * command rides with the hot path's script).
+ */
+function commandConnectionOptions(options: RedisStoreOptions): RedisOptions {
+  return {
+    lazyConnect: true,
+    connectTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    commandTimeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    retryStrategy: reconnectDelayMs,
+  };
+}
+
+/**
+ * Options of the pub/sub connection. SUBSCRIBE must wait for the connection rather than fail, and
+ * ioredis re-subscribes after every reconnect, so this one keeps its offline queue and never
+ * gives up on a subscription.
+ */
+function subscriberConnectionOptions(options: RedisStoreOptions): RedisOptions {
+  return {
+    lazyConnect: false,
+    connectTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    maxRetriesPerRequest: null,
+    enableOfflineQueue: true,
+    autoResubscribe: true,
+    retryStrategy: reconnectDelayMs,
+  };
+}
+
+function openCluster(nodes: ClusterNodeAddress[], redisOptions: RedisOptions, lazyConnect: boolean): Cluster {
+  const clusterOptions: ClusterOptions = {
+    lazyConnect,
+    enableOfflineQueue: redisOptions.enableOfflineQueue ?? true,
+    enableAutoPipelining: redisOptions.enableAutoPipelining ?? false,
+    scaleReads: 'master',
+    clusterRetryStrategy: reconnectDelayMs,
+    redisOptions,
+  };
+  return new Cluster(
+    nodes.map((node) => ({ host: node.host, port: node.port })),
+    clusterOptions,
+  );
+}
+
+/** Opens (lazily, for commands; eagerly, for pub/sub) one connection as the options describe. */
+export function openConnection(options: RedisStoreOptions, role: 'commands' | 'subscriber'): RedisConnection {
+  const redisOptions = role === 'commands' ? commandConnectionOptions(options) : subscriberConnectionOptions(options);
+  const connection = options.clusterNodes
+    ? openCluster(options.clusterNodes, redisOptions, role === 'commands')
+    : new Redis(options.url, redisOptions);
+  // Without a listener ioredis prints every reconnect error to the console; commands already
+  // reject on their own, so the errors go to the caller's hook (if any) and nowhere else.
+  connection.on('error', (error: Error) => options.onConnectionError?.(error));
+  return connection;
+}
+
+/** Rejects after `ms` with a message naming what took too long. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Connects, pings and checks the eviction policy. An evicting Redis would silently drop grants,
+ * sessions and replay records (DESIGN §3), so anything but `noeviction` is refused.
+ */
+export async function connectAndCheck(connection: RedisConnection, options: RedisStoreOptions): Promise<void> {
+  const target = describeTarget(options);
+  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  try {
+    // A cluster connects to several nodes and reads the slot map, so it gets a few timeouts' worth.
+    await within(connection.connect(), connectTimeoutMs * (options.clusterNodes ? 3 : 1) + 500, 'connecting');
+    await connection.ping();
+  } catch (error) {
+    connection.disconnect();
+    throw new Error(
+      `cannot connect to ${target}: ${(error as Error).message}. Check the Redis URL (REDIS_URL) and that Redis is running and reachable.`,
+      { cause: error },
+    );
+  }
+  const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
+  for (const node of nodes) {
+    const policy = await readEvictionPolicy(node).catch((error: unknown) => {
+      connection.disconnect();
+      throw new Error(`cannot read the eviction policy of ${target}: ${(error as Error).message}`, { cause: error });
+    });
+    if (policy !== null && policy !== 'noeviction') {
+      connection.disconnect();
+      throw new Error(
+        `${target} (node ${node.options.host}:${node.options.port}) has maxmemory-policy "${policy}"; ` +
+          'agentgate requires "noeviction" because an evicted key is lost state (a grant, a session, a replay record). ' +
+          'Fix: set "maxmemory-policy noeviction" in redis.conf (or run CONFIG SET maxmemory-policy noeviction ' +
+          'and CONFIG REWRITE) and start agentgate again.',
+      );
+    }
+  }
+}
+
+/**
+ * The node's maxmemory-policy, or null when CONFIG is unavailable. Managed Redis services often
+ * disable or rename CONFIG; there we cannot check, so we allow the connection without noise and
+ * rely on the deployment documentation (the provider's setting must be noeviction).
+ */
+async function readEvictionPolicy(node: Redis): Promise<string | null> {
+  let reply: unknown;
+  try {
+    reply = await node.config('GET', 'maxmemory-policy');
+  } catch (error) {
+    const message = (error as Error).message;
+    if (/unknown command|NOPERM|no permissions|disabled|ERR.*config/i.test(message)) return null;
+    throw error;
+  }
+  if (!Array.isArray(reply) || reply.length < 2) return null;
+  return String(reply[1]);
+}
+
+/** QUIT politely, but never wait longer than `ms` on a connection that is already gone. */
+export async function closeConnection(connection: RedisConnection, ms: number): Promise<void> {
+  // QUIT on a connection that is not up would only wait in the offline queue (or fail); drop it.
+  if (connection.status !== 'ready') {
+    connection.disconnect();
+    return;
+  }
+  try {
+    await within(connection.quit(), ms, 'closing the Redis connection');
+  } catch {
+    // The server is unreachable or slow; dropping the socket is all that is left to do.
+  } finally {
+    connection.disconnect();
+  }
+}

@@ -1,0 +1,55 @@
+// The Redis key layout, in one place (DESIGN §3). Every key of one agent carries the agent id as a
+// hash tag (`{agt_x}`), and every key of one host carries the host id, so each multi-key script
+// touches exactly one hash slot and the same code runs on a single Redis, Sentinel or Cluster.
+// The thumbprint index and the host jti records are tagged by the thumbprint instead: they are
+// only ever touched one key at a time.
+
+export interface KeyLayout {
+  /** Agent hash: one field per AgentRecord field (JSON for nested values). */
+  agent(agentId: string): string;
+  /** Sliding-session deadline (epoch ms), expiring at that deadline. */
+  session(agentId: string): string;
+  /** Hash grantId -> grant JSON. */
+  grants(agentId: string): string;
+  /** Hash capability -> JSON array of grant ids. */
+  grantsByCapability(agentId: string): string;
+  /** Replay record of an agent JWT; shared by executeRoundTrip and recordAgentJti. */
+  agentJti(agentId: string, jti: string): string;
+  /** Host hash: one field per HostRecord field. */
+  host(hostId: string): string;
+  /** Set of the ids of the host's agents. */
+  hostAgents(hostId: string): string;
+  /** (host, agent key thumbprint) -> agentId: the registration index. */
+  hostAgentKey(hostId: string, agentKeyThumbprint: string): string;
+  /** Host key thumbprint -> hostId: how a host JWT's `iss` finds its host. */
+  hostByThumbprint(thumbprint: string): string;
+  /** Replay record of a host JWT, partitioned by the host key thumbprint. */
+  hostJti(thumbprint: string, jti: string): string;
+  /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
+  readonly invalidationChannel: string;
+}
+
+/**
+ * Builds the layout for one prefix. The prefix must not contain braces: Redis hashes only the text
+ * between the first `{` and the next `}`, so a brace in the prefix would change every slot.
+ */
+export function keyLayout(prefix: string): KeyLayout {
+  if (/[{}]/.test(prefix)) {
+    throw new Error(`Redis key prefix "${prefix}" must not contain "{" or "}" (they would break the hash tags)`);
+  }
+  const agentTag = (agentId: string): string => `${prefix}{${agentId}}`;
+  const hostTag = (hostId: string): string => `${prefix}host:{${hostId}}`;
+  return {
+    agent: (agentId) => agentTag(agentId),
+    session: (agentId) => `${agentTag(agentId)}:session`,
+    grants: (agentId) => `${agentTag(agentId)}:grants`,
+    grantsByCapability: (agentId) => `${agentTag(agentId)}:grants:cap`,
+    agentJti: (agentId, jti) => `${agentTag(agentId)}:jti:${jti}`,
+    host: (hostId) => hostTag(hostId),
+    hostAgents: (hostId) => `${hostTag(hostId)}:agents`,
+    hostAgentKey: (hostId, agentKeyThumbprint) => `${hostTag(hostId)}:agentkey:${agentKeyThumbprint}`,
+    hostByThumbprint: (thumbprint) => `${prefix}hostkey:{${thumbprint}}`,
+    hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,
+    invalidationChannel: `${prefix}invalidate`,
+  };
+}

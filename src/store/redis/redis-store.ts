@@ -1,0 +1,429 @@
+// The Redis implementation of Store (DESIGN §3): key layout in keys.ts, Lua in scripts.ts, record
+// encoding in codec.ts, connections in connection.ts. Every read-then-write transition is one
+// script in one hash slot, so it is atomic on a single Redis and on Redis Cluster alike.
+import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
+import {
+  assertFiniteMs,
+  assertGrantsBelongTo,
+  assertTaggable,
+  assertVersion,
+  checkRoundTripNumbers,
+  isTaggable,
+  normalizeTtlMs,
+} from '../checks.ts';
+import type { AgentChange, CasResult, ExecuteRoundTrip, ExecuteRoundTripResult, Store } from '../store.ts';
+import {
+  decodeAgent,
+  decodeGrant,
+  decodeHost,
+  decodeOptionalMs,
+  encodeAgent,
+  encodeAgentPatch,
+  encodeGrant,
+  encodeHost,
+  encodeHostKey,
+  encodeHostPatch,
+  type HostPatch,
+} from './codec.ts';
+import {
+  closeConnection,
+  connectAndCheck,
+  DEFAULT_COMMAND_TIMEOUT_MS,
+  openConnection,
+  type RedisConnection,
+  type RedisStoreOptions,
+} from './connection.ts';
+import { keyLayout, type KeyLayout } from './keys.ts';
+import { SCRIPTS, type ScriptName } from './scripts.ts';
+
+export type { RedisStoreOptions } from './connection.ts';
+
+/** The scripts as ioredis exposes them after defineCommand: keys first, then arguments. */
+type ScriptCommands = Record<ScriptName, (...keysThenArgs: string[]) => Promise<unknown>>;
+
+/** How often createHost re-reads a thumbprint index that another writer holds (see createHost). */
+const THUMBPRINT_CLAIM_ATTEMPTS = 3;
+
+/**
+ * Connects to Redis (or a Redis Cluster), checks it is usable for agentgate, and returns the store.
+ * Throws with a message that says what is wrong and how to fix it.
+ */
+export async function createRedisStore(options: RedisStoreOptions): Promise<RedisStore> {
+  const keys = keyLayout(options.keyPrefix ?? 'ag:');
+  const connection = openConnection(options, 'commands');
+  for (const [name, script] of Object.entries(SCRIPTS)) {
+    connection.defineCommand(name, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+  }
+  await connectAndCheck(connection, options);
+  return new RedisStore(connection, keys, options);
+}
+
+export class RedisStore implements Store {
+  readonly kind = 'redis' as const;
+  readonly #connection: RedisConnection;
+  readonly #scripts: ScriptCommands;
+  readonly #keys: KeyLayout;
+  readonly #options: RedisStoreOptions;
+  readonly #listeners: ((agentId: string) => void)[] = [];
+  #subscriber: RedisConnection | null = null;
+
+  /** Use createRedisStore, which connects and checks the server first. */
+  constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions) {
+    this.#connection = connection;
+    this.#scripts = connection as unknown as ScriptCommands;
+    this.#keys = keys;
+    this.#options = options;
+  }
+
+  /**
+   * The command connection, for the rate limiter only: its commands then ride in the same
+   * auto-pipeline as the hot path's script (DESIGN §2 step 6). Do not issue store writes on it.
+   */
+  get connection(): RedisConnection {
+    return this.#connection;
+  }
+
+  // ---- hosts -------------------------------------------------------------------------------
+
+  async getHost(hostId: string): Promise<HostRecord | null> {
+    if (!isTaggable(hostId)) return null;
+    const fields = await this.#connection.hgetall(this.#keys.host(hostId));
+    return Object.keys(fields).length === 0 ? null : decodeHost(Object.entries(fields).flat());
+  }
+
+  /** Resolves through the thumbprint index, then confirms the host still holds that thumbprint,
+   * so an index left behind by an interrupted rotation can never resolve to the wrong key. */
+  async findHostByThumbprint(thumbprint: string): Promise<HostRecord | null> {
+    if (!isTaggable(thumbprint)) return null;
+    const hostId = await this.#connection.get(this.#keys.hostByThumbprint(thumbprint));
+    if (hostId === null) return null;
+    const host = await this.getHost(hostId);
+    return host?.thumbprint === thumbprint ? host : null;
+  }
+
+  /**
+   * Writes the host hash first (under its fresh id, which nobody else knows), then claims the
+   * thumbprint index with SET NX. This order means the index only ever points at a complete host:
+   * a crash between the steps leaves an unreachable hash, never an index to nothing. When the
+   * index is taken, our hash is deleted and the existing host returned. The index may briefly name
+   * a host that is mid-rotation onto this thumbprint, so that case is re-read a few times.
+   */
+  async createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }> {
+    assertTaggable('host id', host.id);
+    assertTaggable('host thumbprint', host.thumbprint);
+    const hostKey = this.#keys.host(host.id);
+    const wrote = await this.#scripts.agentgateCreateHash(hostKey, ...encodeHost(host));
+    if (wrote !== 1) throw new Error(`host id ${host.id} already exists`);
+    const indexKey = this.#keys.hostByThumbprint(host.thumbprint);
+    for (let attempt = 1; attempt <= THUMBPRINT_CLAIM_ATTEMPTS; attempt++) {
+      if ((await this.#connection.set(indexKey, host.id, 'NX')) === 'OK') {
+        return { host: decodeHost(encodeHost(host)), created: true };
+      }
+      const existing = await this.findHostByThumbprint(host.thumbprint);
+      if (existing) {
+        await this.#connection.del(hostKey);
+        return { host: existing, created: false };
+      }
+      await sleep(20 * attempt);
+    }
+    await this.#connection.del(hostKey);
+    throw new Error(
+      `host thumbprint ${host.thumbprint} is held by a host that does not use it (a rotation in flight or interrupted); retry later`,
+    );
+  }
+
+  async updateHost(hostId: string, patch: HostPatch): Promise<HostRecord | null> {
+    if (!isTaggable(hostId)) return null;
+    const reply = await this.#scripts.agentgateUpdateHash(this.#keys.host(hostId), ...encodeHostPatch(patch));
+    return reply === null ? null : decodeHost(reply);
+  }
+
+  /**
+   * The host hash and the two thumbprint indexes live in three different slots, so rotation is a
+   * sequence whose every intermediate state is safe:
+   *   1. claim the new thumbprint's index with SET NX ('taken' if another host owns it); from here
+   *      on no other host can register or rotate onto that key;
+   *   2. compare-and-set the thumbprint in the host hash ('conflict' or 'not_found' if it is no
+   *      longer the expected one), releasing the index claimed in step 1 on failure;
+   *   3. delete the old thumbprint's index, only if it still points at this host.
+   * A crash after 1 leaves the new index pointing at a host that does not use it, and a crash after
+   * 2 leaves the old index behind; findHostByThumbprint checks the host's own thumbprint, so
+   * neither ever resolves to the wrong key.
+   */
+  async rotateHostKey(
+    hostId: string,
+    expectedThumbprint: string,
+    next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
+  ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'> {
+    if (!isTaggable(hostId)) return 'not_found';
+    assertTaggable('host thumbprint', next.thumbprint);
+    const newIndex = this.#keys.hostByThumbprint(next.thumbprint);
+    const claim = next.thumbprint === expectedThumbprint ? 'ours' : await this.#claimThumbprint(newIndex, hostId);
+    if (claim === 'taken') return 'taken';
+    const [outcome, current] = (await this.#scripts.agentgateRotateHostKey(
+      this.#keys.host(hostId),
+      expectedThumbprint,
+      ...encodeHostKey(next),
+    )) as [string, string | undefined];
+    if (outcome !== 'ok') {
+      // Release only a claim this call made, and never while the host actually uses that key
+      // (a concurrent rotation of the same host onto the same key may have won).
+      if (claim === 'claimed' && current !== next.thumbprint) {
+        await this.#scripts.agentgateDeleteIfValue(newIndex, hostId);
+      }
+      return outcome === 'not_found' ? 'not_found' : 'conflict';
+    }
+    if (next.thumbprint !== expectedThumbprint) {
+      await this.#scripts.agentgateDeleteIfValue(this.#keys.hostByThumbprint(expectedThumbprint), hostId);
+    }
+    return 'ok';
+  }
+
+  /** Step 1 of rotateHostKey: 'claimed' by this call, 'ours' already (a retry), or 'taken'. */
+  async #claimThumbprint(indexKey: string, hostId: string): Promise<'claimed' | 'ours' | 'taken'> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      if ((await this.#connection.set(indexKey, hostId, 'NX')) === 'OK') return 'claimed';
+      const owner = await this.#connection.get(indexKey);
+      if (owner === hostId) return 'ours';
+      if (owner !== null) return 'taken';
+      // The owner released the index between our two commands; try the claim once more.
+    }
+    return 'taken';
+  }
+
+  async listHostAgentIds(hostId: string): Promise<string[]> {
+    if (!isTaggable(hostId)) return [];
+    const ids = await this.#connection.smembers(this.#keys.hostAgents(hostId));
+    return ids.sort();
+  }
+
+  // ---- agents ------------------------------------------------------------------------------
+
+  async getAgent(agentId: string): Promise<AgentSnapshot | null> {
+    if (!isTaggable(agentId)) return null;
+    const k = this.#keys;
+    const reply = await this.#scripts.agentgateGetAgent(k.agent(agentId), k.session(agentId), k.grants(agentId));
+    if (reply === null) return null;
+    const [agentFields, grantJsons, session] = reply as [unknown, unknown, unknown];
+    return decodeSnapshot(agentFields, grantJsons, session);
+  }
+
+  async findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null> {
+    if (!isTaggable(hostId)) return null;
+    return this.#connection.get(this.#keys.hostAgentKey(hostId, keyThumbprint));
+  }
+
+  /**
+   * Writes the agent's keys in its own slot first, then claims the (host, key) index in the host's
+   * slot. The index therefore only ever points at a complete agent; a crash in between leaves an
+   * unreachable agent, never an index to nothing. When the claim loses a race, what was written
+   * for the new agent is deleted and the winner's id returned: net, nothing was written.
+   */
+  async createAgent(
+    snapshot: AgentSnapshot,
+  ): Promise<{ created: true; snapshot: AgentSnapshot } | { created: false; existingAgentId: string }> {
+    const { agent, grants } = snapshot;
+    assertTaggable('agent id', agent.id);
+    assertTaggable('host id', agent.hostId);
+    assertGrantsBelongTo(agent.id, grants);
+    const k = this.#keys;
+    const indexKey = k.hostAgentKey(agent.hostId, agent.keyThumbprint);
+    const existing = await this.#connection.get(indexKey);
+    if (existing !== null) return { created: false, existingAgentId: existing };
+
+    const session = snapshot.sessionExpiresAtMs;
+    const payload = {
+      fields: encodeAgent(agent),
+      grants: grants.map(grantTriple),
+      ...(session === null ? {} : { session: msString(session, 'sessionExpiresAtMs') }),
+    };
+    const agentKeys = [k.agent(agent.id), k.session(agent.id), k.grants(agent.id), k.grantsByCapability(agent.id)] as const;
+    const wrote = await this.#scripts.agentgateCreateAgent(...agentKeys, JSON.stringify(payload));
+    if (wrote !== 1) throw new Error(`agent id ${agent.id} already exists`);
+
+    const winner = await this.#scripts.agentgateClaimAgentKey(indexKey, k.hostAgents(agent.hostId), agent.id);
+    if (typeof winner === 'string') {
+      await this.#connection.del(...agentKeys);
+      return { created: false, existingAgentId: winner };
+    }
+    return { created: true, snapshot: normalizeSnapshot(snapshot) };
+  }
+
+  async casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult> {
+    if (!isTaggable(agentId)) return { ok: false, reason: 'not_found', snapshot: null };
+    assertVersion('expectVersion', expectVersion);
+    assertGrantsBelongTo(agentId, change.replaceGrants);
+    assertGrantsBelongTo(agentId, change.upsertGrants);
+    const { set, unset } = encodeAgentPatch(change.set ?? {});
+    const payload = {
+      set,
+      unset,
+      replace: change.replaceGrants !== undefined,
+      grants: [...(change.replaceGrants ?? []), ...(change.upsertGrants ?? [])].map(grantTriple),
+      ...(change.sessionExpiresAtMs === undefined ? {} : { session: msString(change.sessionExpiresAtMs, 'sessionExpiresAtMs') }),
+    };
+    const k = this.#keys;
+    const reply = (await this.#scripts.agentgateCasAgent(
+      k.agent(agentId),
+      k.session(agentId),
+      k.grants(agentId),
+      k.grantsByCapability(agentId),
+      String(expectVersion),
+      String(expectVersion + 1),
+      JSON.stringify(payload),
+    )) as [string, unknown, unknown, unknown];
+    const [outcome, agentFields, grantJsons, session] = reply;
+    if (outcome === 'not_found') return { ok: false, reason: 'not_found', snapshot: null };
+    const snapshot = decodeSnapshot(agentFields, grantJsons, session);
+    return outcome === 'ok' ? { ok: true, snapshot } : { ok: false, reason: 'conflict', snapshot };
+  }
+
+  async reindexAgentKey(hostId: string, agentId: string, oldThumbprint: string, newThumbprint: string): Promise<void> {
+    assertTaggable('host id', hostId);
+    const k = this.#keys;
+    const owner = await this.#scripts.agentgateReindexAgentKey(
+      k.hostAgentKey(hostId, oldThumbprint),
+      k.hostAgentKey(hostId, newThumbprint),
+      agentId,
+    );
+    if (typeof owner === 'string') {
+      throw new Error(`agent key ${newThumbprint} of host ${hostId} is already registered to agent ${owner}`);
+    }
+  }
+
+  // ---- hot path ------------------------------------------------------------------------------
+
+  /** Exactly one command on the wire: one EVALSHA (EVAL the first time on a connection). */
+  async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
+    const { agentId } = request;
+    checkRoundTripNumbers(request);
+    const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
+    if (!isTaggable(agentId)) return { kind: 'not_found' };
+    const k = this.#keys;
+    const reply = (await this.#scripts.agentgateExecute(
+      k.agent(agentId),
+      k.session(agentId),
+      k.grants(agentId),
+      k.grantsByCapability(agentId),
+      k.agentJti(agentId, request.jti),
+      String(request.keyVersion),
+      String(jtiTtlMs),
+      request.capability,
+      msString(request.nowMs, 'nowMs'),
+      msString(request.nowMs + request.sessionTtlMs, 'session deadline'),
+    )) as [string, unknown?, unknown?, unknown?];
+    const [outcome, agentFields, session, grantJsons] = reply;
+    if (outcome === 'not_found' || outcome === 'stale_key' || outcome === 'replay') return { kind: outcome };
+    return {
+      kind: 'ok',
+      agent: decodeAgent(agentFields),
+      sessionExpiresAtMs: decodeOptionalMs(session, `session of agent ${agentId}`),
+      grants: decodeGrants(grantJsons).sort(byId),
+    };
+  }
+
+  // ---- replay --------------------------------------------------------------------------------
+
+  async recordAgentJti(agentId: string, jti: string, ttlMs: number): Promise<boolean> {
+    assertTaggable('agent id', agentId);
+    return this.#recordOnce(this.#keys.agentJti(agentId, jti), ttlMs);
+  }
+
+  async recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean> {
+    assertTaggable('host thumbprint', hostThumbprint);
+    return this.#recordOnce(this.#keys.hostJti(hostThumbprint, jti), ttlMs);
+  }
+
+  async #recordOnce(key: string, ttlMs: number): Promise<boolean> {
+    return (await this.#connection.set(key, '1', 'PX', normalizeTtlMs(ttlMs), 'NX')) === 'OK';
+  }
+
+  // ---- key-cache invalidation ----------------------------------------------------------------
+
+  async publishAgentInvalidation(agentId: string): Promise<void> {
+    await this.#connection.publish(this.#keys.invalidationChannel, agentId);
+  }
+
+  /**
+   * Registers a listener. The subscriber connection (a connection in subscribe mode cannot send
+   * other commands) is opened on the first registration; SUBSCRIBE completes asynchronously, so
+   * a message published in the first milliseconds may not reach it. That is acceptable: the key
+   * cache also has a short TTL and the hot path checks the key version in Redis.
+   */
+  onAgentInvalidation(listener: (agentId: string) => void): void {
+    this.#listeners.push(listener);
+    if (this.#subscriber) return;
+    const subscriber = openConnection(this.#options, 'subscriber');
+    this.#subscriber = subscriber;
+    subscriber.on('message', (channel: string, agentId: string) => {
+      if (channel === this.#keys.invalidationChannel) this.#deliver(agentId);
+    });
+    subscriber.subscribe(this.#keys.invalidationChannel).catch((error: unknown) => {
+      this.#options.onConnectionError?.(error as Error);
+    });
+  }
+
+  /** Every listener gets the message even when an earlier one throws. */
+  #deliver(agentId: string): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(agentId);
+      } catch (error) {
+        this.#options.onConnectionError?.(error as Error);
+      }
+    }
+  }
+
+  // ---- lifecycle -----------------------------------------------------------------------------
+
+  async ping(): Promise<void> {
+    const reply = await this.#connection.ping();
+    if (reply !== 'PONG') throw new Error(`Redis answered PING with ${String(reply)}`);
+  }
+
+  async close(): Promise<void> {
+    const ms = this.#options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.#listeners.length = 0;
+    const subscriber = this.#subscriber;
+    this.#subscriber = null;
+    await Promise.all([closeConnection(this.#connection, ms), subscriber ? closeConnection(subscriber, ms) : undefined]);
+  }
+}
+
+// ---- reply helpers ---------------------------------------------------------------------------
+
+function grantTriple(grant: GrantRecord): [string, string, string] {
+  return [grant.id, grant.capability, encodeGrant(grant)];
+}
+
+function decodeGrants(reply: unknown): GrantRecord[] {
+  if (!Array.isArray(reply)) throw new Error('stored grants are malformed: expected a list');
+  return reply.map(decodeGrant);
+}
+
+/** Grants come back in hash order; sorting by id makes every read of one state identical. */
+function decodeSnapshot(agentFields: unknown, grantJsons: unknown, session: unknown): AgentSnapshot {
+  const agent: AgentRecord = decodeAgent(agentFields);
+  const grants = decodeGrants(grantJsons).sort(byId);
+  return { agent, grants, sessionExpiresAtMs: decodeOptionalMs(session, `session of agent ${agent.id}`) };
+}
+
+/** The snapshot exactly as a later read would decode it (only the stored fields, grants sorted). */
+function normalizeSnapshot(snapshot: AgentSnapshot): AgentSnapshot {
+  const session = snapshot.sessionExpiresAtMs === null ? null : String(snapshot.sessionExpiresAtMs);
+  return decodeSnapshot(encodeAgent(snapshot.agent), snapshot.grants.map(encodeGrant), session);
+}
+
+function byId(a: { id: string }, b: { id: string }): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** Epoch milliseconds as the scripts store them; refuses NaN and Infinity. */
+function msString(value: number, what: string): string {
+  assertFiniteMs(what, value);
+  return String(value);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,246 @@
+// The Lua scripts behind every read-then-write transition (DESIGN §3). Each script touches the keys
+// of ONE hash slot only (an agent's keys, or a host's keys, or a single key), so the same scripts run
+// on a single Redis and on Redis Cluster. ioredis sends them with EVALSHA and falls back to EVAL on
+// NOSCRIPT. Values written by TypeScript (numbers as decimal strings, JSON) are stored as given;
+// the scripts only compare numbers, they never format them.
+
+/** A script as ioredis `defineCommand` takes it. */
+export interface ScriptDefinition {
+  numberOfKeys: number;
+  lua: string;
+}
+
+// Helpers for the grant index (capability -> JSON array of grant ids), shared by the scripts that
+// write grants. cjson encodes an empty table as `{}`, so an emptied list is deleted, never stored.
+const GRANT_INDEX_HELPERS = `
+local function indexAdd(capKey, capability, id)
+  local raw = redis.call('HGET', capKey, capability)
+  local ids = {}
+  if raw then ids = cjson.decode(raw) end
+  for _, existing in ipairs(ids) do
+    if existing == id then return end
+  end
+  ids[#ids + 1] = id
+  redis.call('HSET', capKey, capability, cjson.encode(ids))
+end
+
+local function indexRemove(capKey, capability, id)
+  local raw = redis.call('HGET', capKey, capability)
+  if not raw then return end
+  local kept = {}
+  for _, existing in ipairs(cjson.decode(raw)) do
+    if existing ~= id then kept[#kept + 1] = existing end
+  end
+  if #kept == 0 then
+    redis.call('HDEL', capKey, capability)
+  else
+    redis.call('HSET', capKey, capability, cjson.encode(kept))
+  end
+end
+
+-- Inserts or overwrites one grant; when an overwrite changes its capability, the id moves between
+-- index lists so the index never names a grant under a capability it no longer has.
+local function putGrant(grantsKey, capKey, id, capability, json)
+  local previous = redis.call('HGET', grantsKey, id)
+  if previous then
+    local before = cjson.decode(previous).capability
+    if before ~= capability then indexRemove(capKey, before, id) end
+  end
+  redis.call('HSET', grantsKey, id, json)
+  indexAdd(capKey, capability, id)
+end
+`;
+
+/**
+ * Reads one agent atomically: hash, grants and session in one go, so a reader never sees half of a
+ * concurrent transition. KEYS: agent, session, grants. Returns false when the agent does not exist.
+ */
+export const GET_AGENT: ScriptDefinition = {
+  numberOfKeys: 3,
+  lua: `
+local agent = redis.call('HGETALL', KEYS[1])
+if #agent == 0 then return false end
+return {agent, redis.call('HVALS', KEYS[3]), redis.call('GET', KEYS[2])}
+`,
+};
+
+/**
+ * Writes a new agent's hash, grants and session (the agent-slot half of createAgent).
+ * KEYS: agent, session, grants, grants-by-capability.
+ * ARGV[1]: JSON {fields: [f, v, ...], grants: [[id, capability, json], ...], session?: "ms"}.
+ * Returns 0 when the agent id already exists (nothing written), else 1.
+ */
+export const CREATE_AGENT: ScriptDefinition = {
+  numberOfKeys: 4,
+  lua: `${GRANT_INDEX_HELPERS}
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local payload = cjson.decode(ARGV[1])
+-- Leftovers of an agent id that lost a race and was half cleaned up must not leak into this one.
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('HSET', KEYS[1], unpack(payload.fields))
+for _, grant in ipairs(payload.grants) do putGrant(KEYS[3], KEYS[4], grant[1], grant[2], grant[3]) end
+if payload.session then redis.call('SET', KEYS[2], payload.session, 'PXAT', payload.session) end
+return 1
+`,
+};
+
+/**
+ * Claims the (host, agent key) registration index for an agent (the host-slot half of createAgent)
+ * and adds the agent to the host's set. KEYS: index, host agent set. ARGV: agent id.
+ * Returns false when claimed, else the id of the agent that already holds the index.
+ */
+export const CLAIM_AGENT_KEY: ScriptDefinition = {
+  numberOfKeys: 2,
+  lua: `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('SADD', KEYS[2], ARGV[1])
+  return false
+end
+return redis.call('GET', KEYS[1])
+`,
+};
+
+/**
+ * Compare-and-set on an agent. KEYS: agent, session, grants, grants-by-capability.
+ * ARGV: expected version, next version, JSON {set: [f, v, ...], unset: [f, ...], replace: bool,
+ * grants: [[id, capability, json], ...], session?: "ms"}.
+ * Returns {'not_found'} | {'conflict'|'ok', agentFields, grantJsons, session|false}.
+ */
+export const CAS_AGENT: ScriptDefinition = {
+  numberOfKeys: 4,
+  lua: `${GRANT_INDEX_HELPERS}
+local function snapshot(outcome)
+  return {outcome, redis.call('HGETALL', KEYS[1]), redis.call('HVALS', KEYS[3]), redis.call('GET', KEYS[2])}
+end
+local current = redis.call('HGET', KEYS[1], 'version')
+if not current then return {'not_found'} end
+if tonumber(current) ~= tonumber(ARGV[1]) then return snapshot('conflict') end
+local change = cjson.decode(ARGV[3])
+if #change.set > 0 then redis.call('HSET', KEYS[1], unpack(change.set)) end
+if #change.unset > 0 then redis.call('HDEL', KEYS[1], unpack(change.unset)) end
+redis.call('HSET', KEYS[1], 'version', ARGV[2])
+if change.replace then redis.call('DEL', KEYS[3], KEYS[4]) end
+for _, grant in ipairs(change.grants) do putGrant(KEYS[3], KEYS[4], grant[1], grant[2], grant[3]) end
+if change.session then redis.call('SET', KEYS[2], change.session, 'PXAT', change.session) end
+return snapshot('ok')
+`,
+};
+
+/**
+ * The hot path's one round trip (DESIGN §2 step 4). KEYS: agent, session, grants,
+ * grants-by-capability, jti. ARGV: key version, jti ttl ms, capability, now ms, next session deadline.
+ * Order: not_found, stale_key (writes nothing), replay (writes nothing), then the jti is recorded
+ * and, only for a usable agent, the session is extended and lastUsedAtMs touched.
+ * Returns {'ok', agentFields as read, session deadline as read or false, grant jsons}.
+ */
+export const EXECUTE_ROUND_TRIP: ScriptDefinition = {
+  numberOfKeys: 5,
+  lua: `
+local flat = redis.call('HGETALL', KEYS[1])
+if #flat == 0 then return {'not_found'} end
+local agent = {}
+for i = 1, #flat, 2 do agent[flat[i]] = flat[i + 1] end
+if tonumber(agent.keyVersion) ~= tonumber(ARGV[1]) then return {'stale_key'} end
+if not redis.call('SET', KEYS[5], '1', 'PX', ARGV[2], 'NX') then return {'replay'} end
+
+local now = tonumber(ARGV[4])
+local session = redis.call('GET', KEYS[2])
+local usable = agent.status == 'active' and agent.hostStatus == 'active'
+  and session ~= false and tonumber(session) > now
+  and tonumber(agent.maxLifetimeExpiresAtMs) > now
+  and tonumber(agent.absoluteExpiresAtMs) > now
+if usable then
+  redis.call('SET', KEYS[2], ARGV[5], 'PXAT', ARGV[5])
+  redis.call('HSET', KEYS[1], 'lastUsedAtMs', ARGV[4])
+end
+
+local grants = {}
+local indexed = redis.call('HGET', KEYS[4], ARGV[3])
+if indexed then
+  local ids = cjson.decode(indexed)
+  if #ids > 0 then
+    for _, json in ipairs(redis.call('HMGET', KEYS[3], unpack(ids))) do
+      if json then grants[#grants + 1] = json end
+    end
+  end
+end
+return {'ok', flat, session, grants}
+`,
+};
+
+/**
+ * Moves an agent's registration index from its old key thumbprint to the new one, unless another
+ * agent already holds the new one. KEYS: old index, new index. ARGV: agent id.
+ * Returns false when moved, else the id of the agent holding the new index (nothing changed).
+ */
+export const REINDEX_AGENT_KEY: ScriptDefinition = {
+  numberOfKeys: 2,
+  lua: `
+local owner = redis.call('GET', KEYS[2])
+if owner and owner ~= ARGV[1] then return owner end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('SET', KEYS[2], ARGV[1])
+return false
+`,
+};
+
+/** Writes a hash only if the key does not exist. KEYS: hash. ARGV: f, v, ... Returns 1 if written. */
+export const CREATE_HASH: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+`,
+};
+
+/** Sets fields of an existing hash and returns it; false when it does not exist. KEYS: hash. */
+export const UPDATE_HASH: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return redis.call('HGETALL', KEYS[1])
+`,
+};
+
+/**
+ * The host-hash step of rotateHostKey: swaps the key only if the thumbprint is still the expected
+ * one. KEYS: host. ARGV: expected thumbprint, next thumbprint, next JWK json, updatedAtMs.
+ * Returns {'ok'} | {'not_found'} | {'conflict', current thumbprint}.
+ */
+export const ROTATE_HOST_KEY: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+local current = redis.call('HGET', KEYS[1], 'thumbprint')
+if not current then return {'not_found'} end
+if current ~= ARGV[1] then return {'conflict', current} end
+redis.call('HSET', KEYS[1], 'thumbprint', ARGV[2], 'publicJwk', ARGV[3], 'updatedAtMs', ARGV[4])
+return {'ok'}
+`,
+};
+
+/** Deletes a string key only while it still holds the given value. KEYS: key. ARGV: value. */
+export const DELETE_IF_VALUE: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`,
+};
+
+/** Every script, by the command name ioredis registers it under. */
+export const SCRIPTS = {
+  agentgateGetAgent: GET_AGENT,
+  agentgateCreateAgent: CREATE_AGENT,
+  agentgateClaimAgentKey: CLAIM_AGENT_KEY,
+  agentgateCasAgent: CAS_AGENT,
+  agentgateExecute: EXECUTE_ROUND_TRIP,
+  agentgateReindexAgentKey: REINDEX_AGENT_KEY,
+  agentgateCreateHash: CREATE_HASH,
+  agentgateUpdateHash: UPDATE_HASH,
+  agentgateRotateHostKey: ROTATE_HOST_KEY,
+  agentgateDeleteIfValue: DELETE_IF_VALUE,
+} as const satisfies Record<string, ScriptDefinition>;
+
+export type ScriptName = keyof typeof SCRIPTS;

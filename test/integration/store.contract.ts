@@ -1,0 +1,719 @@
+// The one Store contract (DESIGN §3: both stores pass one shared contract suite). Each test names
+// the guarantee it protects. The suite runs against the memory store, Redis, and Redis Cluster.
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
+import type { AgentPatch, ExecuteRoundTrip, Store } from '../../src/store/store.ts';
+
+export interface StoreUnderTest {
+  store: Store;
+  /** Closes every store made for the test and removes what it wrote. */
+  cleanup: () => Promise<void>;
+  /** A second store on the same state (for Redis: another connection on the same prefix). */
+  peer?: () => Promise<Store>;
+}
+
+// ---- fixtures ------------------------------------------------------------------------------------
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 60 * MINUTE_MS;
+
+function uid(prefix: string): string {
+  return `${prefix}_${randomUUID().replaceAll('-', '')}`;
+}
+
+function hostFixture(overrides: Partial<HostRecord> = {}): HostRecord {
+  const nowMs = Date.now();
+  return {
+    id: uid('hst'),
+    thumbprint: uid('thp'),
+    publicJwk: { kty: 'OKP', crv: 'Ed25519', x: uid('x') },
+    name: 'build runner',
+    status: 'active',
+    userId: 'usr_1',
+    defaultCapabilities: ['echo', 'files.read'],
+    createdAtMs: nowMs,
+    updatedAtMs: nowMs,
+    activatedAtMs: nowMs,
+    ...overrides,
+  };
+}
+
+function agentFixture(hostId: string, overrides: Partial<AgentRecord> = {}): AgentRecord {
+  const nowMs = Date.now();
+  return {
+    id: uid('agt'),
+    hostId,
+    name: 'deploy bot',
+    mode: 'delegated',
+    status: 'active',
+    publicJwk: { kty: 'OKP', crv: 'Ed25519', x: uid('x') },
+    keyThumbprint: uid('akt'),
+    keyVersion: 1,
+    version: 1,
+    hostStatus: 'active',
+    hostThumbprint: uid('thp'),
+    userId: 'usr_1',
+    createdAtMs: nowMs,
+    updatedAtMs: nowMs,
+    activatedAtMs: nowMs,
+    absoluteExpiresAtMs: nowMs + 24 * HOUR_MS,
+    maxLifetimeExpiresAtMs: nowMs + HOUR_MS,
+    ...overrides,
+  };
+}
+
+function grantFixture(agentId: string, capability: string, overrides: Partial<GrantRecord> = {}): GrantRecord {
+  const nowMs = Date.now();
+  return {
+    id: uid('grt'),
+    agentId,
+    capability,
+    status: 'active',
+    constraints: { amount: { max: 100 }, currency: 'EUR' },
+    grantedBy: 'usr_1',
+    createdAtMs: nowMs,
+    updatedAtMs: nowMs,
+    ...overrides,
+  };
+}
+
+function snapshotFixture(hostId: string, overrides: { agent?: Partial<AgentRecord>; capabilities?: string[]; sessionExpiresAtMs?: number | null } = {}): AgentSnapshot {
+  const agent = agentFixture(hostId, overrides.agent);
+  const grants = (overrides.capabilities ?? ['echo', 'files.read']).map((capability) => grantFixture(agent.id, capability));
+  return {
+    agent,
+    grants: grants.sort(byId),
+    sessionExpiresAtMs: overrides.sessionExpiresAtMs === undefined ? Date.now() + 10 * MINUTE_MS : overrides.sessionExpiresAtMs,
+  };
+}
+
+function byId(a: { id: string }, b: { id: string }): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+function ids(records: { id: string }[]): string[] {
+  return records.map((record) => record.id).sort();
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// ---- the suite -----------------------------------------------------------------------------------
+
+export function storeContract(name: string, make: () => Promise<StoreUnderTest>): void {
+  describe(`${name} store contract`, () => {
+    let subject: StoreUnderTest;
+    let store: Store;
+
+    beforeEach(async () => {
+      subject = await make();
+      store = subject.store;
+    });
+    afterEach(async () => {
+      await subject.cleanup();
+    });
+
+    /** Creates a host and one agent under it; returns both as created. */
+    async function seedAgent(overrides: Parameters<typeof snapshotFixture>[1] = {}): Promise<{ host: HostRecord; snapshot: AgentSnapshot }> {
+      const host = hostFixture();
+      await store.createHost(host);
+      const snapshot = snapshotFixture(host.id, overrides);
+      const result = await store.createAgent(snapshot);
+      if (!result.created) throw new Error('seed agent was not created');
+      return { host, snapshot };
+    }
+
+    function roundTrip(snapshot: AgentSnapshot, overrides: Partial<ExecuteRoundTrip> = {}): ExecuteRoundTrip {
+      return {
+        agentId: snapshot.agent.id,
+        keyVersion: snapshot.agent.keyVersion,
+        jti: uid('jti'),
+        jtiTtlMs: 90_000,
+        capability: 'echo',
+        nowMs: Date.now(),
+        sessionTtlMs: 30 * MINUTE_MS,
+        ...overrides,
+      };
+    }
+
+    describe('hosts', () => {
+      it('a created host is found by id and by thumbprint, field for field', async () => {
+        const host = hostFixture();
+        expect(await store.createHost(host)).toEqual({ host, created: true });
+        expect(await store.getHost(host.id)).toEqual(host);
+        expect(await store.findHostByThumbprint(host.thumbprint)).toEqual(host);
+      });
+
+      it('optional host fields that were never set stay absent', async () => {
+        const { name: _n, userId: _u, activatedAtMs: _a, ...bare } = hostFixture({ status: 'pending' });
+        await store.createHost(bare);
+        const stored = await store.getHost(bare.id);
+        expect(stored).toEqual(bare);
+        expect(stored).not.toHaveProperty('name');
+        expect(stored).not.toHaveProperty('activatedAtMs');
+      });
+
+      it('unknown hosts and thumbprints resolve to null', async () => {
+        expect(await store.getHost(uid('hst'))).toBeNull();
+        expect(await store.findHostByThumbprint(uid('thp'))).toBeNull();
+      });
+
+      it('a second host with an existing thumbprint is not created; the existing host is returned', async () => {
+        const first = hostFixture();
+        await store.createHost(first);
+        const second = hostFixture({ thumbprint: first.thumbprint, name: 'impostor' });
+        expect(await store.createHost(second)).toEqual({ host: first, created: false });
+        expect(await store.getHost(second.id)).toBeNull();
+        expect(await store.findHostByThumbprint(first.thumbprint)).toEqual(first);
+      });
+
+      it('two racing creates with one thumbprint: exactly one host is created', async () => {
+        const thumbprint = uid('thp');
+        const candidates = Array.from({ length: 5 }, () => hostFixture({ thumbprint }));
+        const results = await Promise.all(candidates.map((host) => store.createHost(host)));
+        const winners = results.filter((result) => result.created);
+        expect(winners).toHaveLength(1);
+        const winnerId = winners[0]!.host.id;
+        expect(results.every((result) => result.host.id === winnerId)).toBe(true);
+        const stored = await Promise.all(candidates.map((host) => store.getHost(host.id)));
+        expect(stored.filter((host) => host !== null)).toHaveLength(1);
+      });
+
+      it('updateHost sets the given fields, keeps the others, and returns the result', async () => {
+        const host = hostFixture({ status: 'pending' });
+        await store.createHost(host);
+        const patch = { status: 'active' as const, name: 'renamed', defaultCapabilities: ['echo'], updatedAtMs: host.updatedAtMs + 5 };
+        const expected = { ...host, ...patch };
+        expect(await store.updateHost(host.id, patch)).toEqual(expected);
+        expect(await store.getHost(host.id)).toEqual(expected);
+      });
+
+      it('updateHost of an unknown host is null and creates nothing', async () => {
+        const hostId = uid('hst');
+        expect(await store.updateHost(hostId, { name: 'ghost' })).toBeNull();
+        expect(await store.getHost(hostId)).toBeNull();
+      });
+
+      it('rotateHostKey moves the host to the new key; the old thumbprint stops resolving', async () => {
+        const host = hostFixture();
+        await store.createHost(host);
+        const next = { thumbprint: uid('thp'), publicJwk: { kty: 'OKP', crv: 'Ed25519', x: uid('x') }, updatedAtMs: host.updatedAtMs + 1 };
+        expect(await store.rotateHostKey(host.id, host.thumbprint, next)).toBe('ok');
+        const rotated = { ...host, ...next };
+        expect(await store.getHost(host.id)).toEqual(rotated);
+        expect(await store.findHostByThumbprint(next.thumbprint)).toEqual(rotated);
+        expect(await store.findHostByThumbprint(host.thumbprint)).toBeNull();
+      });
+
+      it('a retired host thumbprint can be registered again by a new host', async () => {
+        const host = hostFixture();
+        await store.createHost(host);
+        await store.rotateHostKey(host.id, host.thumbprint, { thumbprint: uid('thp'), publicJwk: host.publicJwk, updatedAtMs: 1 });
+        const newcomer = hostFixture({ thumbprint: host.thumbprint });
+        expect((await store.createHost(newcomer)).created).toBe(true);
+      });
+
+      it('rotateHostKey with a stale expected thumbprint is a conflict and changes nothing', async () => {
+        const host = hostFixture();
+        await store.createHost(host);
+        const next = { thumbprint: uid('thp'), publicJwk: host.publicJwk, updatedAtMs: 1 };
+        expect(await store.rotateHostKey(host.id, uid('thp'), next)).toBe('conflict');
+        expect(await store.getHost(host.id)).toEqual(host);
+        expect(await store.findHostByThumbprint(next.thumbprint)).toBeNull();
+        // The new thumbprint was released: another host may take it.
+        expect((await store.createHost(hostFixture({ thumbprint: next.thumbprint }))).created).toBe(true);
+      });
+
+      it('rotateHostKey onto a thumbprint another host owns is taken and changes nothing', async () => {
+        const [host, other] = [hostFixture(), hostFixture()];
+        await store.createHost(host);
+        await store.createHost(other);
+        const next = { thumbprint: other.thumbprint, publicJwk: other.publicJwk, updatedAtMs: 1 };
+        expect(await store.rotateHostKey(host.id, host.thumbprint, next)).toBe('taken');
+        expect(await store.getHost(host.id)).toEqual(host);
+        expect(await store.findHostByThumbprint(host.thumbprint)).toEqual(host);
+        expect(await store.findHostByThumbprint(other.thumbprint)).toEqual(other);
+      });
+
+      it('rotateHostKey of an unknown host is not_found and leaves the new thumbprint free', async () => {
+        const thumbprint = uid('thp');
+        expect(await store.rotateHostKey(uid('hst'), uid('thp'), { thumbprint, publicJwk: { kty: 'OKP' }, updatedAtMs: 1 })).toBe('not_found');
+        expect((await store.createHost(hostFixture({ thumbprint }))).created).toBe(true);
+      });
+
+      it('two racing rotations from one key: exactly one wins', async () => {
+        const host = hostFixture();
+        await store.createHost(host);
+        const targets = Array.from({ length: 4 }, () => ({ thumbprint: uid('thp'), publicJwk: host.publicJwk, updatedAtMs: 1 }));
+        const outcomes = await Promise.all(targets.map((next) => store.rotateHostKey(host.id, host.thumbprint, next)));
+        expect(outcomes.filter((outcome) => outcome === 'ok')).toHaveLength(1);
+        expect(outcomes.filter((outcome) => outcome === 'conflict')).toHaveLength(3);
+        const winner = targets[outcomes.indexOf('ok')]!;
+        expect((await store.getHost(host.id))?.thumbprint).toBe(winner.thumbprint);
+        for (const next of targets) {
+          const found = await store.findHostByThumbprint(next.thumbprint);
+          expect(found?.id ?? null).toBe(next === winner ? host.id : null);
+        }
+      });
+
+      it("listHostAgentIds lists the host's agents, sorted, and nothing for an unknown host", async () => {
+        const host = hostFixture();
+        await store.createHost(host);
+        const agents = [snapshotFixture(host.id), snapshotFixture(host.id), snapshotFixture(host.id)];
+        for (const snapshot of agents) await store.createAgent(snapshot);
+        expect(await store.listHostAgentIds(host.id)).toEqual(agents.map((s) => s.agent.id).sort());
+        expect(await store.listHostAgentIds(uid('hst'))).toEqual([]);
+      });
+    });
+
+    describe('agents', () => {
+      it('a created agent reads back with its grants and session, field for field', async () => {
+        const host = hostFixture();
+        const snapshot = snapshotFixture(host.id, {
+          agent: {
+            approval: { id: uid('apr'), userCode: 'ABCD-EFGH', grantIds: ['g1'], createdAtMs: 1, expiresAtMs: 2, intervalSeconds: 5 },
+            reason: 'waiting',
+            lastUsedAtMs: 7,
+          },
+        });
+        const result = await store.createAgent(snapshot);
+        expect(result).toEqual({ created: true, snapshot });
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBe(snapshot.agent.id);
+        expect(await store.listHostAgentIds(host.id)).toEqual([snapshot.agent.id]);
+      });
+
+      it('an agent without grants, session or optional fields reads back exactly', async () => {
+        const { userId: _u, activatedAtMs: _a, ...agent } = agentFixture(uid('hst'), { status: 'pending' });
+        const snapshot: AgentSnapshot = { agent, grants: [], sessionExpiresAtMs: null };
+        await store.createAgent(snapshot);
+        const stored = await store.getAgent(agent.id);
+        expect(stored).toEqual(snapshot);
+        expect(stored?.agent).not.toHaveProperty('userId');
+        expect(stored?.agent).not.toHaveProperty('approval');
+      });
+
+      it('unknown agents and keys resolve to null', async () => {
+        expect(await store.getAgent(uid('agt'))).toBeNull();
+        expect(await store.findAgentIdByKey(uid('hst'), uid('akt'))).toBeNull();
+      });
+
+      it('an id that cannot be a hash tag is refused on create and not found on read', async () => {
+        const snapshot = snapshotFixture(uid('hst'), { agent: { id: 'agt_{evil}' }, capabilities: [] });
+        await expect(store.createAgent(snapshot)).rejects.toThrow(/not storable/);
+        expect(await store.getAgent('agt_{evil}')).toBeNull();
+        expect(await store.executeRoundTrip(roundTrip(snapshot))).toEqual({ kind: 'not_found' });
+      });
+
+      it('a grant that names another agent is refused', async () => {
+        const snapshot = snapshotFixture(uid('hst'));
+        snapshot.grants.push(grantFixture(uid('agt'), 'echo'));
+        await expect(store.createAgent(snapshot)).rejects.toThrow(/belongs to agent/);
+        expect(await store.getAgent(snapshot.agent.id)).toBeNull();
+      });
+
+      it('a second agent with the same (host, key) is not created; the existing id is returned', async () => {
+        const { host, snapshot } = await seedAgent();
+        const duplicate = snapshotFixture(host.id, { agent: { keyThumbprint: snapshot.agent.keyThumbprint } });
+        expect(await store.createAgent(duplicate)).toEqual({ created: false, existingAgentId: snapshot.agent.id });
+        expect(await store.getAgent(duplicate.agent.id)).toBeNull();
+        expect(await store.listHostAgentIds(host.id)).toEqual([snapshot.agent.id]);
+      });
+
+      it('the same agent key under two hosts names two agents', async () => {
+        const keyThumbprint = uid('akt');
+        const [a, b] = [snapshotFixture(uid('hst'), { agent: { keyThumbprint } }), snapshotFixture(uid('hst'), { agent: { keyThumbprint } })];
+        expect((await store.createAgent(a)).created).toBe(true);
+        expect((await store.createAgent(b)).created).toBe(true);
+      });
+
+      it('racing creates of one (host, key): exactly one is created, the rest get its id, no leftovers', async () => {
+        const hostId = uid('hst');
+        const keyThumbprint = uid('akt');
+        const candidates = Array.from({ length: 6 }, () => snapshotFixture(hostId, { agent: { keyThumbprint } }));
+        const results = await Promise.all(candidates.map((snapshot) => store.createAgent(snapshot)));
+        const created = results.filter((result) => result.created);
+        expect(created).toHaveLength(1);
+        const winnerId = created[0]!.snapshot.agent.id;
+        for (const result of results) if (!result.created) expect(result.existingAgentId).toBe(winnerId);
+        for (const candidate of candidates) {
+          const stored = await store.getAgent(candidate.agent.id);
+          expect(stored?.agent.id ?? null).toBe(candidate.agent.id === winnerId ? winnerId : null);
+        }
+        expect(await store.listHostAgentIds(hostId)).toEqual([winnerId]);
+        expect(await store.findAgentIdByKey(hostId, keyThumbprint)).toBe(winnerId);
+      });
+
+      it('casAgent applies the change, bumps the version, and returns the new snapshot', async () => {
+        const { snapshot } = await seedAgent();
+        const { agent } = snapshot;
+        const sessionExpiresAtMs = Date.now() + 5 * MINUTE_MS;
+        const result = await store.casAgent(agent.id, agent.version, {
+          set: { status: 'revoked', hostStatus: 'revoked', updatedAtMs: agent.updatedAtMs + 1, userId: undefined },
+          sessionExpiresAtMs,
+        });
+        const expected: AgentSnapshot = {
+          agent: { ...agent, status: 'revoked', hostStatus: 'revoked', updatedAtMs: agent.updatedAtMs + 1, version: agent.version + 1 },
+          grants: snapshot.grants,
+          sessionExpiresAtMs,
+        };
+        expect(result).toEqual({ ok: true, snapshot: expected });
+        expect(await store.getAgent(agent.id)).toEqual(expected);
+      });
+
+      it('casAgent on a stale version is a conflict, applies nothing, and shows the current state', async () => {
+        const { snapshot } = await seedAgent();
+        const id = snapshot.agent.id;
+        const first = await store.casAgent(id, 1, { set: { status: 'pending' } });
+        expect(first.ok).toBe(true);
+        const stale = await store.casAgent(id, 1, { set: { status: 'revoked' }, upsertGrants: [grantFixture(id, 'x')] });
+        expect(stale.ok).toBe(false);
+        expect(stale.ok === false && stale.reason).toBe('conflict');
+        expect(stale.snapshot?.agent).toMatchObject({ status: 'pending', version: 2 });
+        expect(await store.getAgent(id)).toEqual(stale.snapshot);
+      });
+
+      it('two racing casAgent calls on one version: exactly one wins', async () => {
+        const { snapshot } = await seedAgent();
+        const results = await Promise.all(
+          (['revoked', 'pending', 'expired', 'claimed'] as const).map((status) => store.casAgent(snapshot.agent.id, 1, { set: { status } })),
+        );
+        expect(results.filter((result) => result.ok)).toHaveLength(1);
+        expect((await store.getAgent(snapshot.agent.id))?.agent.version).toBe(2);
+      });
+
+      it('a patch cannot change identity fields or the version, even smuggled in past the type', async () => {
+        const { host, snapshot } = await seedAgent();
+        const smuggled = { status: 'revoked', id: 'agt_other', hostId: 'hst_other', version: 42, createdAtMs: 0 } as AgentPatch;
+        const result = await store.casAgent(snapshot.agent.id, 1, { set: smuggled });
+        expect(result.snapshot?.agent).toEqual({ ...snapshot.agent, status: 'revoked', version: 2 });
+        const hostPatch = { name: 'renamed', id: 'hst_other', thumbprint: 'thp_other' } as Parameters<Store['updateHost']>[1];
+        expect(await store.updateHost(host.id, hostPatch)).toEqual({ ...host, name: 'renamed' });
+      });
+
+      it('casAgent on an unknown agent is not_found', async () => {
+        expect(await store.casAgent(uid('agt'), 1, { set: { status: 'active' } })).toEqual({ ok: false, reason: 'not_found', snapshot: null });
+      });
+
+      it('casAgent sets an approval and approval: null removes it', async () => {
+        const { snapshot } = await seedAgent();
+        const id = snapshot.agent.id;
+        const approval = { id: uid('apr'), userCode: 'WXYZ-1234', grantIds: [snapshot.grants[0]!.id], createdAtMs: 1, expiresAtMs: 2, intervalSeconds: 5 };
+        const set = await store.casAgent(id, 1, { set: { approval } });
+        expect(set.snapshot?.agent.approval).toEqual(approval);
+        const removed = await store.casAgent(id, 2, { set: { approval: null } });
+        expect(removed.snapshot?.agent).not.toHaveProperty('approval');
+        expect((await store.getAgent(id))?.agent).not.toHaveProperty('approval');
+      });
+
+      it('replaceGrants replaces every grant; upsertGrants inserts and overwrites by id only', async () => {
+        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+        const id = snapshot.agent.id;
+        const replacement = [grantFixture(id, 'payments.send'), grantFixture(id, 'echo')];
+        const replaced = await store.casAgent(id, 1, { replaceGrants: replacement });
+        expect(replaced.snapshot?.grants).toEqual([...replacement].sort(byId));
+
+        const revoked = { ...replacement[0]!, status: 'revoked' as const, reason: 'by admin' };
+        const added = grantFixture(id, 'files.write', { expiresAtMs: 99 });
+        const upserted = await store.casAgent(id, 2, { upsertGrants: [revoked, added] });
+        expect(upserted.snapshot?.grants).toEqual([revoked, replacement[1]!, added].sort(byId));
+        expect((await store.getAgent(id))?.grants).toEqual([revoked, replacement[1]!, added].sort(byId));
+
+        const emptied = await store.casAgent(id, 3, { replaceGrants: [] });
+        expect(emptied.snapshot?.grants).toEqual([]);
+      });
+
+      it('the capability index follows every grant change, so the hot path sees exactly that capability', async () => {
+        const { snapshot } = await seedAgent({ capabilities: ['echo', 'echo', 'files.read'] });
+        const id = snapshot.agent.id;
+        const grantsFor = async (capability: string): Promise<string[]> => {
+          const result = await store.executeRoundTrip(roundTrip(snapshot, { capability }));
+          if (result.kind !== 'ok') throw new Error(`unexpected ${result.kind}`);
+          return ids(result.grants);
+        };
+        const echoIds = snapshot.grants.filter((g) => g.capability === 'echo').map((g) => g.id).sort();
+        expect(await grantsFor('echo')).toEqual(echoIds);
+
+        // Moving a grant to another capability removes it from the old one's index.
+        const moved = { ...snapshot.grants.find((g) => g.capability === 'echo')!, capability: 'files.read' };
+        await store.casAgent(id, 1, { upsertGrants: [moved] });
+        expect(await grantsFor('echo')).toEqual(echoIds.filter((g) => g !== moved.id));
+        expect(await grantsFor('files.read')).toContain(moved.id);
+
+        // Replacing drops the old index entirely.
+        const fresh = grantFixture(id, 'payments.send');
+        await store.casAgent(id, 2, { replaceGrants: [fresh] });
+        expect(await grantsFor('echo')).toEqual([]);
+        expect(await grantsFor('files.read')).toEqual([]);
+        expect(await grantsFor('payments.send')).toEqual([fresh.id]);
+
+        // Upserting the same grant twice never lists it twice.
+        await store.casAgent(id, 3, { upsertGrants: [fresh, { ...fresh, status: 'revoked' }] });
+        expect(await grantsFor('payments.send')).toEqual([fresh.id]);
+      });
+
+      it('reindexAgentKey moves the registration index to the new key', async () => {
+        const { host, snapshot } = await seedAgent();
+        const newKey = uid('akt');
+        await store.reindexAgentKey(host.id, snapshot.agent.id, snapshot.agent.keyThumbprint, newKey);
+        expect(await store.findAgentIdByKey(host.id, newKey)).toBe(snapshot.agent.id);
+        expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBeNull();
+        // The old key is free again for a new registration.
+        const again = snapshotFixture(host.id, { agent: { keyThumbprint: snapshot.agent.keyThumbprint } });
+        expect((await store.createAgent(again)).created).toBe(true);
+      });
+
+      it("reindexAgentKey refuses another agent's key and changes nothing", async () => {
+        const { host, snapshot } = await seedAgent();
+        const other = snapshotFixture(host.id);
+        await store.createAgent(other);
+        await expect(
+          store.reindexAgentKey(host.id, snapshot.agent.id, snapshot.agent.keyThumbprint, other.agent.keyThumbprint),
+        ).rejects.toThrow(/already registered/);
+        expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBe(snapshot.agent.id);
+        expect(await store.findAgentIdByKey(host.id, other.agent.keyThumbprint)).toBe(other.agent.id);
+      });
+    });
+
+    describe('executeRoundTrip (the hot path)', () => {
+      it('an unknown agent is not_found', async () => {
+        expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found' });
+      });
+
+      it('a usable agent: returns the agent as read, the old deadline, and the grants of that capability; then extends', async () => {
+        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+        const request = roundTrip(snapshot, { capability: 'echo' });
+        const result = await store.executeRoundTrip(request);
+        expect(result).toEqual({
+          kind: 'ok',
+          agent: snapshot.agent,
+          sessionExpiresAtMs: snapshot.sessionExpiresAtMs,
+          grants: snapshot.grants.filter((grant) => grant.capability === 'echo'),
+        });
+        const after = await store.getAgent(snapshot.agent.id);
+        expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
+        expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
+        expect(after?.agent.version).toBe(snapshot.agent.version);
+      });
+
+      it('grants of every status come back; other capabilities and unknown ones do not', async () => {
+        const { snapshot } = await seedAgent({ capabilities: [] });
+        const id = snapshot.agent.id;
+        const statuses = ['active', 'pending', 'denied', 'revoked'] as const;
+        const echo = statuses.map((status) => grantFixture(id, 'echo', { status }));
+        await store.casAgent(id, 1, { upsertGrants: [...echo, grantFixture(id, 'other')] });
+        const result = await store.executeRoundTrip(roundTrip(snapshot));
+        expect(result.kind === 'ok' && result.grants).toEqual(echo.sort(byId));
+        const none = await store.executeRoundTrip(roundTrip(snapshot, { capability: 'not.a.capability' }));
+        expect(none.kind === 'ok' && none.grants).toEqual([]);
+      });
+
+      it('a stale key version is refused and writes nothing: the jti stays unused, the session stays', async () => {
+        const { snapshot } = await seedAgent();
+        const request = roundTrip(snapshot, { keyVersion: snapshot.agent.keyVersion + 1 });
+        expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key' });
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
+      });
+
+      it('a replayed jti is refused and the replay writes nothing', async () => {
+        const { snapshot } = await seedAgent();
+        const first = roundTrip(snapshot);
+        expect((await store.executeRoundTrip(first)).kind).toBe('ok');
+        const afterFirst = await store.getAgent(snapshot.agent.id);
+        const replay = { ...first, nowMs: first.nowMs + 1000 };
+        expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay' });
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
+      });
+
+      it('a session elapsed at nowMs is not extended, but the jti is still consumed', async () => {
+        const { snapshot } = await seedAgent();
+        const request = roundTrip(snapshot, { nowMs: snapshot.sessionExpiresAtMs! + 1 });
+        const result = await store.executeRoundTrip(request);
+        expect(result.kind === 'ok' && result.sessionExpiresAtMs).toBe(snapshot.sessionExpiresAtMs);
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(false);
+      });
+
+      it('a session deadline already past on the clock is gone (no session), and nothing extends it', async () => {
+        const { snapshot } = await seedAgent({ sessionExpiresAtMs: Date.now() - 1000 });
+        expect((await store.getAgent(snapshot.agent.id))?.sessionExpiresAtMs).toBeNull();
+        const result = await store.executeRoundTrip(roundTrip(snapshot));
+        expect(result.kind === 'ok' && result.sessionExpiresAtMs).toBeNull();
+        expect((await store.getAgent(snapshot.agent.id))?.sessionExpiresAtMs).toBeNull();
+      });
+
+      it('an agent without a session is not extended', async () => {
+        const { snapshot } = await seedAgent({ sessionExpiresAtMs: null });
+        await store.executeRoundTrip(roundTrip(snapshot));
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+      });
+
+      const unusable: [string, Partial<AgentRecord>][] = [
+        ['the host is revoked', { hostStatus: 'revoked' }],
+        ['the host is pending', { hostStatus: 'pending' }],
+        ['the agent is revoked', { status: 'revoked' }],
+        ['the agent is pending', { status: 'pending' }],
+        ['the agent is expired', { status: 'expired' }],
+        ['the max lifetime has elapsed', { maxLifetimeExpiresAtMs: Date.now() - 1 }],
+        ['the absolute lifetime has elapsed', { absoluteExpiresAtMs: Date.now() - 1 }],
+      ];
+      it.each(unusable)('no extension and no lastUsedAtMs when %s', async (_label, agentOverrides) => {
+        const { snapshot } = await seedAgent({ agent: agentOverrides });
+        const result = await store.executeRoundTrip(roundTrip(snapshot));
+        expect(result).toMatchObject({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs });
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+      });
+
+      it('usability is judged at nowMs, not at the wall clock (an injected clock works)', async () => {
+        const { snapshot } = await seedAgent({ sessionExpiresAtMs: Date.now() + 2 * HOUR_MS });
+        const atMaxLifetime = roundTrip(snapshot, { nowMs: snapshot.agent.maxLifetimeExpiresAtMs });
+        await store.executeRoundTrip(atMaxLifetime);
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+
+        const halfHourLater = roundTrip(snapshot, { nowMs: Date.now() + 30 * MINUTE_MS });
+        await store.executeRoundTrip(halfHourLater);
+        const after = await store.getAgent(snapshot.agent.id);
+        expect(after?.sessionExpiresAtMs).toBe(halfHourLater.nowMs + halfHourLater.sessionTtlMs);
+        expect(after?.agent.lastUsedAtMs).toBe(halfHourLater.nowMs);
+      });
+    });
+
+    describe('replay records', () => {
+      it('recordAgentJti refuses a jti already recorded, and shares it with executeRoundTrip both ways', async () => {
+        const { snapshot } = await seedAgent();
+        const id = snapshot.agent.id;
+        const jti = uid('jti');
+        expect(await store.recordAgentJti(id, jti, 60_000)).toBe(true);
+        expect(await store.recordAgentJti(id, jti, 60_000)).toBe(false);
+        expect(await store.executeRoundTrip(roundTrip(snapshot, { jti }))).toEqual({ kind: 'replay' });
+
+        const executed = roundTrip(snapshot);
+        expect((await store.executeRoundTrip(executed)).kind).toBe('ok');
+        expect(await store.recordAgentJti(id, executed.jti, 60_000)).toBe(false);
+      });
+
+      it('agent jtis are partitioned by agent', async () => {
+        const jti = uid('jti');
+        expect(await store.recordAgentJti(uid('agt'), jti, 60_000)).toBe(true);
+        expect(await store.recordAgentJti(uid('agt'), jti, 60_000)).toBe(true);
+      });
+
+      it('host jtis are partitioned by thumbprint and separate from agent jtis', async () => {
+        const [thumbprint, jti] = [uid('thp'), uid('jti')];
+        expect(await store.recordHostJti(thumbprint, jti, 60_000)).toBe(true);
+        expect(await store.recordHostJti(thumbprint, jti, 60_000)).toBe(false);
+        expect(await store.recordHostJti(uid('thp'), jti, 60_000)).toBe(true);
+        expect(await store.recordAgentJti(uid('agt'), jti, 60_000)).toBe(true);
+      });
+
+      it('a jti is forgotten once its ttl has passed', async () => {
+        const { snapshot } = await seedAgent();
+        const [agentJti, hostJti, executedJti] = [uid('jti'), uid('jti'), uid('jti')];
+        const thumbprint = uid('thp');
+        expect(await store.recordAgentJti(snapshot.agent.id, agentJti, 50)).toBe(true);
+        expect(await store.recordHostJti(thumbprint, hostJti, 50)).toBe(true);
+        expect((await store.executeRoundTrip(roundTrip(snapshot, { jti: executedJti, jtiTtlMs: 50 }))).kind).toBe('ok');
+        await sleep(150);
+        expect(await store.recordAgentJti(snapshot.agent.id, agentJti, 50)).toBe(true);
+        expect(await store.recordHostJti(thumbprint, hostJti, 50)).toBe(true);
+        expect((await store.executeRoundTrip(roundTrip(snapshot, { jti: executedJti, jtiTtlMs: 50 }))).kind).toBe('ok');
+      });
+
+      it('a ttl that is not a positive number is refused', async () => {
+        await expect(store.recordHostJti(uid('thp'), uid('jti'), 0)).rejects.toThrow(/ttlMs/);
+        await expect(store.recordAgentJti(uid('agt'), uid('jti'), Number.NaN)).rejects.toThrow(/ttlMs/);
+      });
+    });
+
+    describe('key-cache invalidation', () => {
+      /** Publishes until the listener has the id: subscribing is asynchronous, so the first may be early. */
+      async function publishUntilHeard(publisher: Store, heard: string[], agentId: string): Promise<void> {
+        const deadline = Date.now() + 5000;
+        while (!heard.includes(agentId)) {
+          if (Date.now() > deadline) throw new Error('the invalidation never arrived');
+          await publisher.publishAgentInvalidation(agentId);
+          await sleep(25);
+        }
+      }
+
+      it('a published invalidation reaches listeners of every store on the same state', async () => {
+        const other = subject.peer ? await subject.peer() : store;
+        const heardHere: string[] = [];
+        const heardThere: string[] = [];
+        store.onAgentInvalidation((agentId) => heardHere.push(agentId));
+        other.onAgentInvalidation((agentId) => heardThere.push(agentId));
+        const agentId = uid('agt');
+        await publishUntilHeard(store, heardThere, agentId);
+        await publishUntilHeard(other, heardHere, agentId);
+        expect(heardHere).toContain(agentId);
+        expect(heardThere).toContain(agentId);
+      });
+
+      it('a listener that throws does not keep the message from the next one', async () => {
+        const heard: string[] = [];
+        store.onAgentInvalidation(() => {
+          throw new Error('listener bug');
+        });
+        store.onAgentInvalidation((agentId) => heard.push(agentId));
+        await publishUntilHeard(store, heard, uid('agt'));
+      });
+    });
+
+    describe('isolation: callers cannot change stored state by mutating objects', () => {
+      it('mutating inputs after a write changes nothing stored', async () => {
+        const host = hostFixture();
+        const snapshot = snapshotFixture(host.id);
+        const original = structuredClone({ host, snapshot });
+        await store.createHost(host);
+        await store.createAgent(snapshot);
+        host.defaultCapabilities.push('mutated');
+        host.publicJwk.x = 'mutated';
+        snapshot.agent.publicJwk.x = 'mutated';
+        snapshot.grants[0]!.constraints!['currency'] = 'mutated';
+        snapshot.grants.pop();
+        expect(await store.getHost(host.id)).toEqual(original.host);
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(original.snapshot);
+
+        const upsert = grantFixture(snapshot.agent.id, 'echo');
+        const upsertCopy = structuredClone(upsert);
+        await store.casAgent(snapshot.agent.id, 1, { upsertGrants: [upsert] });
+        upsert.status = 'revoked';
+        const stored = await store.getAgent(snapshot.agent.id);
+        expect(stored?.grants.find((g) => g.id === upsert.id)).toEqual(upsertCopy);
+      });
+
+      it('mutating returned records changes nothing stored', async () => {
+        const { host, snapshot } = await seedAgent();
+        const readHost = (await store.getHost(host.id))!;
+        readHost.defaultCapabilities.push('mutated');
+        readHost.publicJwk.x = 'mutated';
+        expect(await store.getHost(host.id)).toEqual(host);
+
+        const read = (await store.getAgent(snapshot.agent.id))!;
+        read.agent.status = 'revoked';
+        read.grants[0]!.constraints!['currency'] = 'mutated';
+        read.grants.pop();
+        const cas = await store.casAgent(snapshot.agent.id, 99, {});
+        cas.snapshot!.grants[0]!.status = 'revoked';
+        const executed = await store.executeRoundTrip(roundTrip(snapshot));
+        if (executed.kind !== 'ok') throw new Error('expected ok');
+        executed.agent.publicJwk.x = 'mutated';
+        executed.grants[0]!.status = 'revoked';
+
+        const stored = await store.getAgent(snapshot.agent.id);
+        expect(stored?.grants).toEqual(snapshot.grants);
+        expect(stored?.agent.publicJwk).toEqual(snapshot.agent.publicJwk);
+        expect(stored?.agent.status).toBe('active');
+      });
+    });
+
+    describe('lifecycle', () => {
+      it('ping answers while the store is open', async () => {
+        await expect(store.ping()).resolves.toBeUndefined();
+      });
+    });
+  });
+}

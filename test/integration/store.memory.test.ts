@@ -1,0 +1,46 @@
+// The memory store against the shared store contract, plus what only it has: a bounded replay map.
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../src/store/memory/memory-store.ts';
+import { storeContract } from './store.contract.ts';
+
+storeContract('memory', async () => {
+  const store = new MemoryStore();
+  return { store, cleanup: () => store.close() };
+});
+
+describe('memory store: replay records stay bounded', () => {
+  it('expired jtis are pruned, so a full map accepts new ones once the old have expired', async () => {
+    let nowMs = 1_000;
+    const store = new MemoryStore({ now: () => nowMs, maxReplayRecords: 3 });
+    for (const jti of ['a', 'b', 'c']) expect(await store.recordHostJti('thp', jti, 100)).toBe(true);
+    nowMs += 101;
+    // a, b and c have expired: they are pruned to make room, and forgotten.
+    for (const jti of ['d', 'e']) expect(await store.recordHostJti('thp', jti, 100)).toBe(true);
+    expect(await store.recordHostJti('thp', 'a', 100)).toBe(true);
+    expect(await store.recordHostJti('thp', 'd', 100)).toBe(false);
+  });
+
+  it('a full map of live jtis refuses to record rather than forget one (a replay window)', async () => {
+    const store = new MemoryStore({ now: () => 5_000, maxReplayRecords: 2 });
+    await store.recordAgentJti('agt_1', 'a', 60_000);
+    await store.recordAgentJti('agt_1', 'b', 60_000);
+    await expect(store.recordAgentJti('agt_1', 'c', 60_000)).rejects.toThrow(/replay cache/);
+    expect(await store.recordAgentJti('agt_1', 'a', 60_000)).toBe(false);
+  });
+
+  it('jti expiry follows the injected clock', async () => {
+    let nowMs = 0;
+    const store = new MemoryStore({ now: () => nowMs });
+    expect(await store.recordAgentJti('agt_1', 'j', 1000)).toBe(true);
+    nowMs = 999;
+    expect(await store.recordAgentJti('agt_1', 'j', 1000)).toBe(false);
+    nowMs = 1000;
+    expect(await store.recordAgentJti('agt_1', 'j', 1000)).toBe(true);
+  });
+
+  it('a closed store refuses calls, as a closed Redis connection does', async () => {
+    const store = new MemoryStore();
+    await store.close();
+    await expect(store.ping()).rejects.toThrow(/closed/);
+  });
+});

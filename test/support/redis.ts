@@ -1,0 +1,183 @@
+// Real Redis for integration tests (STYLE: integration tests use real Redis with a per-test key
+// prefix and clean up after themselves). Finds one (REDIS_URL, then a local server), or starts a
+// throwaway redis-server for this test process; and starts extra throwaway servers for tests that
+// need to misconfigure or kill one.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+const LOCAL_URL = 'redis://127.0.0.1:6379';
+const HOW_TO_GET_REDIS =
+  'Integration tests need Redis 7: install redis-server (e.g. `apt-get install redis-server` or `brew install redis`) so the tests can start one, ' +
+  'or run one yourself (`docker run -p 6379:6379 redis:7`) and set REDIS_URL=redis://127.0.0.1:6379.';
+
+let cachedUrl: Promise<string> | null = null;
+
+/** A Redis URL for this test process: REDIS_URL, else a local server, else a throwaway one. */
+export function redisUrlForTests(): Promise<string> {
+  cachedUrl ??= findOrStartRedis();
+  return cachedUrl;
+}
+
+async function findOrStartRedis(): Promise<string> {
+  const fromEnv = process.env['REDIS_URL'];
+  if (fromEnv) return fromEnv;
+  if (await answersPing(LOCAL_URL, 500)) return LOCAL_URL;
+  try {
+    return (await startThrowawayRedis()).url;
+  } catch (error) {
+    throw new Error(`no Redis for the integration tests (${(error as Error).message}). ${HOW_TO_GET_REDIS}`, { cause: error });
+  }
+}
+
+/** True when the server at url answers PING within timeoutMs. */
+export async function answersPing(url: string, timeoutMs: number): Promise<boolean> {
+  const client = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** A key prefix no other test uses: `agt-test:<label>:<random>:`. */
+export function uniquePrefix(label: string): string {
+  return `agt-test:${label}:${randomBytes(6).toString('hex')}:`;
+}
+
+/**
+ * Deletes every key under prefix (SCAN + UNLINK). Bounded: gives up loudly after maxRounds SCAN
+ * calls, so a runaway test cannot turn cleanup into an endless loop.
+ */
+export async function deletePrefix(url: string, prefix: string, maxRounds = 10_000): Promise<number> {
+  if (!prefix.startsWith('agt-test:')) throw new Error(`refusing to delete keys outside agt-test:* (got ${prefix})`);
+  const client = new Redis(url, { commandTimeout: 5000, maxRetriesPerRequest: 1 });
+  let deleted = 0;
+  try {
+    let cursor = '0';
+    for (let round = 0; round < maxRounds; round++) {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${escapeGlob(prefix)}*`, 'COUNT', 1000);
+      // One UNLINK per key: a multi-key UNLINK would be refused across slots on a cluster node.
+      if (keys.length > 0) deleted += await unlinkEach(client, keys);
+      cursor = next;
+      if (cursor === '0') return deleted;
+    }
+    throw new Error(`deletePrefix(${prefix}) did not finish within ${maxRounds} SCAN rounds`);
+  } finally {
+    client.disconnect();
+  }
+}
+
+async function unlinkEach(client: Redis, keys: string[]): Promise<number> {
+  const pipeline = client.pipeline();
+  for (const key of keys) pipeline.unlink(key);
+  const results = (await pipeline.exec()) ?? [];
+  return results.reduce((sum, [error, count]) => (error ? sum : sum + Number(count)), 0);
+}
+
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (char) => `\\${char}`);
+}
+
+// ---- throwaway servers ---------------------------------------------------------------------------
+
+export interface ThrowawayRedis {
+  url: string;
+  port: number;
+  process: ChildProcess;
+  /** Kills the server and removes its directory; safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** A TCP port that was free a moment ago (the OS picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/** Kills every server this process started when it exits, however the tests ended. */
+function killAllOnExit(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const child of running) child.kill('SIGKILL');
+  });
+}
+
+/**
+ * Starts `redis-server` on a free port with no persistence, in its own temporary directory, plus
+ * any extra arguments (e.g. ['--maxmemory-policy', 'allkeys-lru']), and waits until it answers.
+ */
+export async function startThrowawayRedis(
+  extraArgs: string[] = [],
+  options: { port?: number; readyTimeoutMs?: number } = {},
+): Promise<ThrowawayRedis> {
+  const port = options.port ?? (await freePort());
+  const readyTimeoutMs = options.readyTimeoutMs ?? 5000;
+  const dir = mkdtempSync(join(tmpdir(), 'agentgate-redis-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs];
+  const child = await spawnServer(args);
+  running.add(child);
+  killAllOnExit();
+  const url = `redis://127.0.0.1:${port}`;
+  const stop = async (): Promise<void> => {
+    running.delete(child);
+    await killAndWait(child);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + readyTimeoutMs;
+  while (!(await answersPing(url, 200))) {
+    if (Date.now() > deadline || child.exitCode !== null) {
+      await stop();
+      throw new Error(`redis-server on port ${port} did not answer PING within ${readyTimeoutMs} ms`);
+    }
+    await sleep(25);
+  }
+  return { url, port, process: child, stop };
+}
+
+/** Spawns redis-server, turning "not installed" into a rejected promise rather than a crash. */
+export function spawnServer(args: string[]): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-server', args, { stdio: 'ignore' });
+    child.once('error', (error) => reject(new Error(`cannot start redis-server: ${error.message}`)));
+    child.once('spawn', () => resolve(child));
+  });
+}
+
+/** SIGKILL (a stopped process ignores SIGTERM) and wait until the process is gone. */
+export async function killAndWait(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

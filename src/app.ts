@@ -18,6 +18,7 @@ import { hostRouter } from './http/host.ts';
 import type { Logger } from './logger.ts';
 import type { OperatorRegistry } from './operators/registry.ts';
 import type { PolicyEngine } from './policy/types.ts';
+import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
 import { guardStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
@@ -30,6 +31,7 @@ export interface AppDependencies {
   catalog: Catalog;
   operators: OperatorRegistry;
   logger: Logger;
+  limits: RateLimits;
   runCapability?: CapabilityRunner;
 }
 
@@ -60,8 +62,9 @@ export function buildApp(input: AppDependencies): App {
     operators: input.operators,
     logger,
     keys,
-    hostAuth: new HostAuthenticator({ store, clock, settings }),
-    agentAuth: new AgentAuthenticator({ store, clock, settings, keys }),
+    limits: input.limits,
+    hostAuth: new HostAuthenticator({ store, clock, settings, limits: input.limits }),
+    agentAuth: new AgentAuthenticator({ store, clock, settings, keys, limits: input.limits }),
     runCapability: input.runCapability ?? createCapabilityRunner({ maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES }),
   };
 
@@ -69,6 +72,7 @@ export function buildApp(input: AppDependencies): App {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  app.set('trust proxy', config.TRUST_PROXY);
   let requestSeq = 0;
   const instance = Math.random().toString(36).slice(2, 8);
   app.use((_req, res, next) => {
@@ -76,7 +80,7 @@ export function buildApp(input: AppDependencies): App {
     next();
   });
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
-  app.use(discoveryRouter(config));
+  app.use(discoveryRouter(config, input.limits));
   app.use(healthRouter(deps));
   app.use(capabilityRouter(deps));
   app.use(agentRouter(deps));

@@ -55,6 +55,13 @@ const schema = z
     KEY_CACHE_TTL_SECONDS: seconds(0, 3600).default(30),
     UPSTREAM_MAX_RESPONSE_BYTES: z.coerce.number().int().min(1024).max(104_857_600).default(1_048_576),
 
+    RATE_LIMIT_AGENT_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(600),
+    RATE_LIMIT_HOST_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(3000),
+    RATE_LIMIT_STATUS_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
+    RATE_LIMIT_IP_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
+    RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(20),
+    TRUST_PROXY: bool.default(false),
+
     /** Admin endpoints that fabricate time-based state (absolute lifetime). Tests only. */
     INSECURE_TEST_HOOKS: bool.default(false),
   })

@@ -6,19 +6,21 @@ import { ConfigError, loadConfig } from './config.ts';
 import { loadCatalog } from './execution/catalog.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { OperatorRegistry } from './operators/registry.ts';
+import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import { MemoryStore } from './store/memory/memory-store.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
 import type { Store } from './store/store.ts';
 
-async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger): Promise<Store> {
+/** The store, and the Redis client the rate limiter shares with it (none for the memory store). */
+async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger): Promise<{ store: Store; redisClient?: unknown }> {
   if (!config.REDIS_URL) {
     logger.warn('no REDIS_URL: using the in-memory store; nothing survives a restart and instances share nothing');
-    return new MemoryStore();
+    return { store: new MemoryStore() };
   }
   const store = await createRedisStore({ url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS });
   logger.info('using Redis', { url: config.REDIS_URL.replace(/\/\/[^@]*@/, '//***@'), keyPrefix: config.REDIS_KEY_PREFIX });
-  return store;
+  return { store, redisClient: store.connection };
 }
 
 async function main(): Promise<void> {
@@ -34,10 +36,11 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.LOG_LEVEL);
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
-  const store = await openStore(config, logger);
+  const { store, redisClient } = await openStore(config, logger);
+  const limits = createRateLimits(config, logger, redisClient);
   const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH, memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES });
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators: new OperatorRegistry(), logger });
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators: new OperatorRegistry(), logger, limits });
 
   const server: Server = app.listen(config.PORT, config.HOST, () => {
     logger.info('agentgate listening', { host: config.HOST, port: config.PORT, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });

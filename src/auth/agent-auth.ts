@@ -3,6 +3,7 @@
 import type { Clock } from '../clock.ts';
 import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
+import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, verifySignature, type DecodedJwt } from './jwt.ts';
@@ -20,8 +21,10 @@ export class AgentAuthenticator {
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
   private readonly keys: AgentKeyCache;
+  private readonly limits: RateLimits;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; keys: AgentKeyCache }) {
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; keys: AgentKeyCache; limits: RateLimits }) {
+    this.limits = deps.limits;
     this.store = deps.store;
     this.clock = deps.clock;
     this.settings = deps.settings;
@@ -36,25 +39,31 @@ export class AgentAuthenticator {
     if (!token) throw new ApiError('invalid_jwt', 'an agent JWT is required (Authorization: Bearer)');
     const decoded = decodeJwt(token, 'agent+jwt');
     const { claims } = decoded;
-    if (typeof claims.sub !== 'string' || claims.sub.length === 0 || claims.sub.length > 128) throw new ApiError('invalid_jwt', 'agent JWT sub must be the agent id');
+    if (typeof claims.sub !== 'string' || !AGENT_ID.test(claims.sub)) throw new ApiError('invalid_jwt', 'agent JWT sub must be the agent id');
     if (claims.iss !== undefined && typeof claims.iss !== 'string') throw new ApiError('invalid_jwt', 'agent JWT iss must be a string');
     checkAudience(claims, audiences);
     const { jti } = checkTimeAndJti(claims, this.timeRules());
     return { decoded, agentId: claims.sub, jti, capabilityClaim: parseCapabilityClaim(claims.capabilities) };
   }
 
-  /** Full verification; `consumeJti` false for introspection, which must not burn the token. */
+  /**
+   * Full verification; `consumeJti` false for introspection, which must neither burn the token
+   * nor spend the agent's rate budget (a resource server is asking, not the agent).
+   */
   async verify(token: string | null, options: { audiences: readonly string[]; consumeJti: boolean }): Promise<VerifiedAgent> {
     const { decoded, agentId, jti, capabilityClaim } = this.precheck(token, options.audiences);
     const snapshot = await this.store.getAgent(agentId);
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     const { agent } = snapshot;
     const cached = this.keys.get(agentId);
-    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.keys.put(agentId, agent.publicJwk, agent.keyVersion);
+    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.keys.put(agentId, agent.publicJwk, agent.keyVersion, agent.hostId);
     await verifySignature(decoded.token, key);
     assertIssuer(decoded.claims, agent.hostThumbprint);
-    if (options.consumeJti && !(await this.store.recordAgentJti(agentId, jti, jtiTtlMs(this.timeRules())))) {
-      throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
+    if (options.consumeJti) {
+      if (!(await this.store.recordAgentJti(agentId, jti, jtiTtlMs(this.timeRules())))) {
+        throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
+      }
+      await this.limits.consume('agent', agentId);
     }
     return { snapshot, claims: decoded.claims, capabilityClaim };
   }
@@ -76,6 +85,8 @@ export function assertIssuer(claims: Record<string, unknown>, hostThumbprint: st
 }
 
 const MAX_CAPABILITY_CLAIM_ITEMS = 256;
+/** Agent ids are opaque but plain: no characters that could escape a Redis hash tag. */
+const AGENT_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 function parseCapabilityClaim(value: unknown): string[] | null {
   if (value === undefined) return null;

@@ -4,9 +4,13 @@ import type { Clock } from '../clock.ts';
 import { hostRefusal } from '../domain/lifecycle.ts';
 import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
+import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, verifySignature } from './jwt.ts';
 import { importVerifyKey, jwkThumbprint, parsePublicJwk } from './keys.ts';
+
+/** A base64url SHA-256 thumbprint: 43 characters (braces could never reach a Redis hash tag). */
+const THUMBPRINT = /^[A-Za-z0-9_-]{43}$/;
 
 export interface AuthSettings {
   issuer: string;
@@ -31,24 +35,28 @@ export interface HostAuthOptions {
   allowUnknown: boolean;
   /** Pending hosts may register and poll status only (stance S2). */
   allowPending: boolean;
+  /** Which budget a known host spends: status polling has its own, higher one. */
+  limit?: 'host' | 'status';
 }
 
 export class HostAuthenticator {
   private readonly store: Store;
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
+  private readonly limits: RateLimits;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings }) {
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; limits: RateLimits }) {
     this.store = deps.store;
     this.clock = deps.clock;
     this.settings = deps.settings;
+    this.limits = deps.limits;
   }
 
   async verify(token: string | null, options: HostAuthOptions): Promise<VerifiedHost> {
     if (!token) throw new ApiError('invalid_jwt', 'a host JWT is required (Authorization: Bearer)');
     const { claims } = decodeJwt(token, 'host+jwt');
     const iss = claims.iss;
-    if (typeof iss !== 'string' || iss.length === 0 || iss.length > 128) throw new ApiError('invalid_jwt', 'host JWT iss must be the host key thumbprint');
+    if (typeof iss !== 'string' || !THUMBPRINT.test(iss)) throw new ApiError('invalid_jwt', 'host JWT iss must be the host key thumbprint');
     checkAudience(claims, [this.settings.issuer]);
     const { jti } = checkTimeAndJti(claims, this.timeRules());
 
@@ -65,6 +73,7 @@ export class HostAuthenticator {
       throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
     }
     if (host) {
+      await this.limits.consume(options.limit ?? 'host', host.id);
       const refusal = hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
     }

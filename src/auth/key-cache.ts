@@ -7,6 +7,7 @@ import { importVerifyKey, type VerifyKey } from './keys.ts';
 
 export interface CachedAgentKey extends VerifyKey {
   agentId: string;
+  hostId: string;
   keyVersion: number;
 }
 
@@ -38,8 +39,8 @@ export class AgentKeyCache {
   }
 
   /** Imports and caches the key; with a zero-sized cache it only imports. */
-  async put(agentId: string, jwk: PublicJwk, keyVersion: number): Promise<CachedAgentKey> {
-    const value: CachedAgentKey = { ...(await importVerifyKey(jwk)), agentId, keyVersion };
+  async put(agentId: string, jwk: PublicJwk, keyVersion: number, hostId: string): Promise<CachedAgentKey> {
+    const value: CachedAgentKey = { ...(await importVerifyKey(jwk)), agentId, hostId, keyVersion };
     if (this.maxEntries === 0 || this.ttlMs === 0) return value;
     // Map keeps insertion order, so the first key is the oldest entry: evict it when full.
     if (this.entries.size >= this.maxEntries && !this.entries.has(agentId)) {

@@ -29,6 +29,7 @@ export function agentRouter(deps: ServiceDeps): Router {
     const body = parseWith(registerBodySchema, req.body, 'body');
     const snapshot = await registerAgent(deps, tokenOf(req), {
       name: body.name, hostName: body.host_name, mode: body.mode, capabilities: toRequested(body.capabilities ?? []), reason: body.reason,
+      clientIp: req.ip ?? 'unknown',
     });
     res.status(200).json(agentView(snapshot, view()));
   });
@@ -83,6 +84,7 @@ export function agentRouter(deps: ServiceDeps): Router {
 
   // Protocol §4.12: server-to-server; a bearer token proves the caller is a resource server.
   router.post('/agent/introspect', async (req, res) => {
+    await deps.limits.consume('ip', req.ip ?? 'unknown');
     requireIntrospectionCaller(deps, req);
     const body = parseWith(introspectBodySchema, req.body, 'body');
     const result = await introspectToken(deps, body.token);

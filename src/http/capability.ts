@@ -8,6 +8,11 @@ import { describeQuerySchema, executeBodySchema, listQuerySchema } from './schem
 
 export function capabilityRouter(deps: ServiceDeps): Router {
   const router = Router();
+  // Anonymous listing and describe spend the caller address's budget (protocol §11.5).
+  router.get(['/capability/list', '/capability/describe'], async (req, _res, next) => {
+    if (!req.headers.authorization) await deps.limits.consume('ip', req.ip ?? 'unknown');
+    next();
+  });
 
   // Protocol §4.1
   router.get('/capability/list', async (req, res) => {

@@ -1,6 +1,7 @@
 // Protocol §2: the discovery document, unauthenticated and cacheable for an hour.
 import { Router } from 'express';
 import type { Config } from '../config.ts';
+import type { RateLimits } from '../ratelimit/limits.ts';
 
 export const ENDPOINTS = {
   register: '/agent/register',
@@ -32,10 +33,11 @@ export function discoveryDocument(config: Config) {
   };
 }
 
-export function discoveryRouter(config: Config): Router {
+export function discoveryRouter(config: Config, limits: RateLimits): Router {
   const router = Router();
   const body = JSON.stringify(discoveryDocument(config));
-  router.get('/.well-known/agent-configuration', (_req, res) => {
+  router.get('/.well-known/agent-configuration', async (req, res) => {
+    await limits.consume('ip', req.ip ?? 'unknown');
     res.set('Cache-Control', 'public, max-age=3600').type('application/json').send(body);
   });
   return router;

@@ -25,7 +25,7 @@ function assertOwner(verified: VerifiedHost, snapshot: AgentSnapshot): void {
 
 // Protocol §4.5: GET /agent/status. Pending hosts may poll (stance S2).
 export async function agentStatus(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
-  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true });
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
   return ownedAgent(deps, verified, agentId);
 }
 
@@ -143,6 +143,9 @@ export async function rotateAgentKey(deps: ServiceDeps, token: string | null, ag
   return result;
 }
 
+/** Bounds the grants one agent accumulates (each execute reads one capability's grants in Lua). */
+export const MAX_GRANTS_PER_AGENT = 256;
+
 export interface CapabilityRequestResult {
   snapshot: AgentSnapshot;
   /** The grants answering this request, one per requested capability. */
@@ -169,6 +172,9 @@ export async function requestCapabilities(
     const open = requests.filter((r) => !covering(r) && !waiting(r));
     if (open.length === 0 && requests.every((r) => covering(r))) {
       throw new ApiError('already_granted', 'every requested capability is already granted');
+    }
+    if (current.grants.length + open.length > MAX_GRANTS_PER_AGENT) {
+      throw new ApiError('limit_exceeded', `an agent holds at most ${MAX_GRANTS_PER_AGENT} grants`);
     }
     const fresh = decideNewGrants(deps, {
       action: 'request_capability', host, agent: current.agent, requests: open, existing: current.grants, agentId: current.agent.id, nowMs, reason,

@@ -9,6 +9,7 @@ import type { CapabilityRunner } from '../execution/handlers.ts';
 import type { Logger } from '../logger.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';
 import type { PolicyEngine } from '../policy/types.ts';
+import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
 
 export interface ServiceDeps {
@@ -22,5 +23,6 @@ export interface ServiceDeps {
   agentAuth: AgentAuthenticator;
   keys: AgentKeyCache;
   runCapability: CapabilityRunner;
+  limits: RateLimits;
   logger: Logger;
 }

@@ -31,6 +31,10 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     agentId: pre.agentId, keyVersion: k.keyVersion, jti: pre.jti, jtiTtlMs: jtiTtlMs(timeRules),
     capability: request.capability, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
   });
+  // The rate limiter's commands are issued in the same tick, so auto-pipelining sends them with
+  // the round trip's script (DESIGN §2 step 6); their verdict is read after the round trip's.
+  const limited = Promise.all([deps.limits.consume('agent', pre.agentId), deps.limits.consume('host', key.hostId)]);
+  limited.catch(() => {});
   let result: ExecuteRoundTripResult = await roundTrip(key);
   if (result.kind === 'stale_key') {
     // Another instance rotated the key before our cache heard of it: reload once and retry.
@@ -43,6 +47,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   if (result.kind === 'replay') throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
   const { agent, sessionExpiresAtMs, grants } = result;
   assertIssuer(pre.decoded.claims, agent.hostThumbprint);
+  await limited;
 
   // Step 5: lifecycle.
   const nowMs = clock.nowMs();
@@ -105,7 +110,7 @@ async function verifiedKey(deps: ServiceDeps, agentId: string, token: string): P
   }
   const snapshot = await deps.store.getAgent(agentId);
   if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
-  const fresh = await deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion);
+  const fresh = await deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
   if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
   await verifySignature(token, fresh);
   return fresh;

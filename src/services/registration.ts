@@ -17,6 +17,8 @@ export interface RegisterRequest {
   mode: string;
   capabilities: RequestedCapability[];
   reason?: string | undefined;
+  /** The caller's address: registrations from unknown hosts have a strict per-address budget. */
+  clientIp: string;
 }
 
 export async function registerAgent(deps: ServiceDeps, token: string | null, request: RegisterRequest): Promise<AgentSnapshot> {
@@ -26,8 +28,11 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
   }
   const mode = request.mode as Mode;
   const verified = await deps.hostAuth.verify(token, { allowUnknown: true, allowPending: true });
-  if (!verified.host && !config.DYNAMIC_HOST_REGISTRATION) {
-    throw new ApiError('dynamic_host_registration_disabled', 'unknown hosts may not register agents here; ask an administrator to pre-register the host');
+  if (!verified.host) {
+    if (!config.DYNAMIC_HOST_REGISTRATION) {
+      throw new ApiError('dynamic_host_registration_disabled', 'unknown hosts may not register agents here; ask an administrator to pre-register the host');
+    }
+    await deps.limits.consume('unknownHostRegistration', request.clientIp);
   }
   const agentKey = agentKeyFrom(verified.claims, config.ALGORITHMS);
   const nowMs = clock.nowMs();

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 
 export interface TestKey {
-  privateKey: CryptoKey | import('node:crypto').KeyObject;
+  privateKey: Parameters<SignJWT['sign']>[0];
   publicJwk: JWK;
   thumbprint: string;
   alg: 'EdDSA' | 'ES256' | 'RS256';

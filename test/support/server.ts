@@ -8,6 +8,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/execution/catalog.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { OperatorRegistry } from '../../src/operators/registry.ts';
+import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
@@ -37,24 +38,34 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
+  const prefix = uniquePrefix('http');
   const config = loadConfig({
     PORT: String(port),
     ISSUER: `http://127.0.0.1:${port}`,
     ADMIN_TOKEN,
     INSECURE_TEST_HOOKS: 'true',
     LOG_LEVEL: 'silent',
+    REDIS_KEY_PREFIX: prefix,
+    // Generous limits: only the rate-limit tests tighten them.
+    RATE_LIMIT_AGENT_PER_MINUTE: '100000',
+    RATE_LIMIT_HOST_PER_MINUTE: '100000',
+    RATE_LIMIT_STATUS_PER_MINUTE: '100000',
+    RATE_LIMIT_IP_PER_MINUTE: '100000',
+    RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: '100000',
     ...options.env,
   });
   const clock = new ManualClock(Date.now());
   let store: Store;
+  let redisClient: unknown;
   let cleanupStore: () => Promise<void>;
   if (options.store === 'redis') {
     const url = await redisUrlForTests();
-    const prefix = uniquePrefix('http');
-    store = await createRedisStore({ url, keyPrefix: prefix });
+    const redisStore = await createRedisStore({ url, keyPrefix: config.REDIS_KEY_PREFIX });
+    store = redisStore;
+    redisClient = redisStore.connection;
     cleanupStore = async () => {
       await store.close();
-      await deletePrefix(url, prefix);
+      await deletePrefix(url, config.REDIS_KEY_PREFIX);
     };
   } else {
     store = new MemoryStore();
@@ -64,7 +75,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities)
     : await loadCatalog(config.CAPABILITIES_FILE);
   const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
-  const app = buildApp({ config, store, clock, policy, catalog, operators: new OperatorRegistry(), logger: silentLogger });
+  const limits = createRateLimits(config, silentLogger, redisClient);
+  const app = buildApp({ config, store, clock, policy, catalog, operators: new OperatorRegistry(), logger: silentLogger, limits });
   server.on('request', app.app);
   return {
     baseUrl: `http://127.0.0.1:${port}`,

@@ -1,0 +1,62 @@
+// Rate limits (protocol §11.5) with rate-limiter-flexible: on Redis when the store is Redis, so
+// every instance shares one budget; in memory with the memory store. Over a limit the answer is
+// 429 rate_limited with Retry-After in whole seconds. If the limiter's Redis call fails the
+// request is refused (503), for known and unknown callers alike: fail closed.
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { Config } from '../config.ts';
+import { ApiError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'unknownHostRegistration'] as const;
+export type LimitName = (typeof LIMIT_NAMES)[number];
+
+export interface LimitSpec {
+  points: number;
+  durationSeconds: number;
+}
+
+export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
+  return {
+    agent: { points: config.RATE_LIMIT_AGENT_PER_MINUTE, durationSeconds: 60 },
+    host: { points: config.RATE_LIMIT_HOST_PER_MINUTE, durationSeconds: 60 },
+    status: { points: config.RATE_LIMIT_STATUS_PER_MINUTE, durationSeconds: 60 },
+    ip: { points: config.RATE_LIMIT_IP_PER_MINUTE, durationSeconds: 60 },
+    unknownHostRegistration: { points: config.RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
+  };
+}
+
+export class RateLimits {
+  private readonly limiters: Record<LimitName, RateLimiterAbstract>;
+  private readonly logger: Logger;
+
+  constructor(limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger) {
+    this.limiters = limiters;
+    this.logger = logger;
+  }
+
+  /** Spends one point of `name` for `key`; throws 429 rate_limited or 503 when the limiter fails. */
+  async consume(name: LimitName, key: string): Promise<void> {
+    try {
+      await this.limiters[name].consume(key);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) {
+        const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
+        throw new ApiError('rate_limited', `too many requests; retry after ${retryAfterSeconds} s`, undefined, { 'Retry-After': String(retryAfterSeconds) });
+      }
+      this.logger.error('rate limiter unavailable; refusing', { limit: name, err: rejection });
+      throw new ApiError('service_unavailable', 'rate limiting is unavailable; retry later');
+    }
+  }
+}
+
+/** Redis-backed when `redisClient` (an ioredis client) is given, else in process. */
+export function createRateLimits(config: Config, logger: Logger, redisClient?: unknown): RateLimits {
+  const specs = limitSpecs(config);
+  const make = (name: LimitName): RateLimiterAbstract => {
+    const { points, durationSeconds } = specs[name];
+    const base = { points, duration: durationSeconds, keyPrefix: `${config.REDIS_KEY_PREFIX}rl:${name}` };
+    return redisClient ? new RateLimiterRedis({ ...base, storeClient: redisClient, rejectIfRedisNotReady: true }) : new RateLimiterMemory(base);
+  };
+  const limiters = Object.fromEntries(LIMIT_NAMES.map((n) => [n, make(n)])) as Record<LimitName, RateLimiterAbstract>;
+  return new RateLimits(limiters, logger);
+}

@@ -15,6 +15,7 @@ import { discoveryRouter } from './http/discovery.ts';
 import { errorHandler, notFoundHandler } from './http/errors.ts';
 import { healthRouter } from './http/health.ts';
 import { hostRouter } from './http/host.ts';
+import { openApiRouter } from './http/openapi.ts';
 import type { Logger } from './logger.ts';
 import type { OperatorRegistry } from './operators/registry.ts';
 import type { PolicyEngine } from './policy/types.ts';
@@ -82,6 +83,7 @@ export function buildApp(input: AppDependencies): App {
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
   app.use(discoveryRouter(config, input.limits));
   app.use(healthRouter(deps));
+  app.use(openApiRouter(config));
   app.use(capabilityRouter(deps));
   app.use(agentRouter(deps));
   app.use(hostRouter(deps));

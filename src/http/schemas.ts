@@ -7,10 +7,8 @@ export const MAX_ARGUMENTS = 256;
 const id = z.string().min(1).max(128);
 const capabilityName = z.string().min(1).max(128);
 
-const plainObject = z.custom<Record<string, unknown>>(
-  (v) => v !== null && typeof v === 'object' && !Array.isArray(v),
-  'must be a JSON object',
-);
+/** A JSON object (zod's record refuses arrays and null). */
+const plainObject = z.record(z.string(), z.unknown());
 
 /** `arguments`: a JSON object with a bounded number of top-level fields. */
 export const argumentsSchema = plainObject.refine((v) => Object.keys(v).length <= MAX_ARGUMENTS, `at most ${MAX_ARGUMENTS} arguments`);

@@ -1,0 +1,70 @@
+// The OpenAPI document, generated from the same zod schemas the handlers parse with, so the
+// published shapes cannot drift from the enforced ones. Served at GET /openapi.json.
+import { Router } from 'express';
+import { z } from 'zod';
+import type { Config } from '../config.ts';
+import { ERROR_STATUS } from '../errors.ts';
+import * as schemas from './schemas.ts';
+
+const json = (schema: z.ZodType) => {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  return rest;
+};
+
+const errorBody = {
+  type: 'object',
+  required: ['error', 'message'],
+  properties: {
+    error: { type: 'string', enum: Object.keys(ERROR_STATUS) },
+    message: { type: 'string' },
+    violations: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, constraint: { type: 'object' }, actual: {} } } },
+    unknown_operators: { type: 'array', items: { type: 'string' } },
+    invalid_capabilities: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+const bearer = [{ bearer: [] }];
+const body = (schema: z.ZodType) => ({ required: true, content: { 'application/json': { schema: json(schema) } } });
+const queryParams = (schema: z.ZodObject) =>
+  Object.entries(json(schema).properties as Record<string, object>).map(([name, s]) => ({
+    name, in: 'query', required: (json(schema).required as string[] | undefined)?.includes(name) ?? false, schema: s,
+  }));
+const responses = { '200': { description: 'success' }, default: { description: 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } };
+
+export function openApiDocument(config: Config) {
+  const op = (summary: string, extra: Record<string, unknown> = {}) => ({ summary, security: bearer, responses, ...extra });
+  return {
+    openapi: '3.1.0',
+    info: { title: 'agentgate', version: '1.0-draft', description: 'Agent Auth Protocol authorization server' },
+    servers: [{ url: config.issuer }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (host+jwt or agent+jwt)' } },
+      schemas: { Error: errorBody },
+    },
+    paths: {
+      '/.well-known/agent-configuration': { get: { summary: 'Discovery document', responses } },
+      '/agent/register': { post: op('Register an agent (host JWT with agent_public_key)', { requestBody: body(schemas.registerBodySchema) }) },
+      '/agent/status': { get: op('Full agent view (host JWT)', { parameters: queryParams(schemas.statusQuerySchema) }) },
+      '/agent/request-capability': { post: op('Request more capabilities (agent JWT)', { requestBody: body(schemas.requestCapabilityBodySchema) }) },
+      '/agent/reactivate': { post: op('Reactivate an expired agent (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
+      '/agent/revoke': { post: op('Revoke an agent (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
+      '/agent/revoke-capability': { post: op('Revoke grants (agent or host JWT)', { requestBody: body(schemas.revokeCapabilityBodySchema) }) },
+      '/agent/rotate-key': { post: op("Replace an agent's key (host JWT)", { requestBody: body(schemas.rotateAgentKeyBodySchema) }) },
+      '/agent/introspect': { post: op('Validate an agent JWT (resource-server bearer token)', { requestBody: body(schemas.introspectBodySchema) }) },
+      '/host/rotate-key': { post: op("Replace the host's key (host JWT, current key)", { requestBody: body(schemas.rotateHostKeyBodySchema) }) },
+      '/host/revoke': { post: op('Revoke the host and its agents (host JWT)') },
+      '/capability/list': { get: op('List capabilities (anonymous, host or agent JWT)', { parameters: queryParams(schemas.listQuerySchema) }) },
+      '/capability/describe': { get: op('Describe one capability', { parameters: queryParams(schemas.describeQuerySchema) }) },
+      '/capability/execute': { post: op('Execute a capability (agent JWT)', { requestBody: body(schemas.executeBodySchema) }) },
+    },
+  };
+}
+
+export function openApiRouter(config: Config): Router {
+  const router = Router();
+  const document = JSON.stringify(openApiDocument(config));
+  router.get('/openapi.json', (_req, res) => {
+    res.type('application/json').send(document);
+  });
+  return router;
+}

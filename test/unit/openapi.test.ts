@@ -11,7 +11,7 @@ describe('the OpenAPI document is generated from the zod schemas', () => {
   });
 
   it('carries the enforced bounds of the execute body', () => {
-    const schema = (doc.paths['/capability/execute'].post as { requestBody: { content: { 'application/json': { schema: { properties: Record<string, { maxLength?: number }>; required: string[] } } } } }).requestBody.content['application/json'].schema;
+    const schema = (doc.paths['/capability/execute'].post as unknown as { requestBody: { content: { 'application/json': { schema: { properties: Record<string, { maxLength?: number }>; required: string[] } } } } }).requestBody.content['application/json'].schema;
     expect(schema.required).toEqual(['capability']);
     expect(schema.properties.capability?.maxLength).toBe(128);
   });

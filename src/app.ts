@@ -34,6 +34,7 @@ export interface AppDependencies {
   logger: Logger;
   limits: RateLimits;
   runCapability?: CapabilityRunner;
+  reloadPolicy?: ServiceDeps['reloadPolicy'];
 }
 
 export interface App {
@@ -64,6 +65,7 @@ export function buildApp(input: AppDependencies): App {
     logger,
     keys,
     limits: input.limits,
+    ...(input.reloadPolicy ? { reloadPolicy: input.reloadPolicy } : {}),
     hostAuth: new HostAuthenticator({ store, clock, settings, limits: input.limits }),
     agentAuth: new AgentAuthenticator({ store, clock, settings, keys, limits: input.limits }),
     runCapability: input.runCapability ?? createCapabilityRunner({ maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES }),

@@ -36,6 +36,8 @@ export const ERROR_STATUS = {
   service_unavailable: 503,
   dynamic_host_registration_disabled: 403,
   not_found: 404,
+  /** A policy artefact failed its checks on reload; the previous policy keeps serving. */
+  policy_rejected: 422,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -8,6 +8,7 @@ import { createLogger, type Logger } from './logger.ts';
 import { OperatorRegistry } from './operators/registry.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
+import { PolicyReloader } from './policy/reloader.ts';
 import { MemoryStore } from './store/memory/memory-store.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
 import type { Store } from './store/store.ts';
@@ -39,8 +40,13 @@ async function main(): Promise<void> {
   const { store, redisClient } = await openStore(config, logger);
   const limits = createRateLimits(config, logger, redisClient);
   const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH, memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES });
+  const reloader = new PolicyReloader({ engine: policy, logger, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
+  reloader.start();
+  process.on('SIGHUP', () => void reloader.reload('SIGHUP'));
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators: new OperatorRegistry(), logger, limits });
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators: new OperatorRegistry(), logger, limits,
+    reloadPolicy: () => reloader.reload('admin'),
+  });
 
   const server: Server = app.listen(config.PORT, config.HOST, () => {
     logger.info('agentgate listening', { host: config.HOST, port: config.PORT, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });

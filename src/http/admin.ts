@@ -62,6 +62,14 @@ export function adminRouter(deps: ServiceDeps): Router {
     res.json(agentView(await admin.exceedAbsoluteLifetime(deps, req.params.agentId), view()));
   });
 
+  // DESIGN §5: reload the policy artefact on an admin call; a refused artefact changes nothing.
+  router.post('/admin/policy/reload', async (_req, res) => {
+    if (!deps.reloadPolicy) throw new ApiError('not_found', 'this instance cannot reload its policy');
+    const outcome = await deps.reloadPolicy();
+    if (!outcome.ok) throw new ApiError('policy_rejected', `the new policy artefact was refused: ${outcome.error}`);
+    res.json({ sha256: outcome.sha256, generation: outcome.generation });
+  });
+
   router.post('/admin/capabilities/:name/remove', (req, res) => {
     if (!deps.catalog.setRemoved(req.params.name, true)) throw new ApiError('capability_not_found', 'no capability has this name');
     res.json({ name: req.params.name, removed: true });

@@ -8,6 +8,7 @@ import type { Catalog } from '../execution/catalog.ts';
 import type { CapabilityRunner } from '../execution/handlers.ts';
 import type { Logger } from '../logger.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';
+import type { ReloadOutcome } from '../policy/reloader.ts';
 import type { PolicyEngine } from '../policy/types.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
@@ -24,5 +25,7 @@ export interface ServiceDeps {
   keys: AgentKeyCache;
   runCapability: CapabilityRunner;
   limits: RateLimits;
+  /** Reloads the policy artefact (admin call); absent when the engine cannot reload. */
+  reloadPolicy?: () => Promise<ReloadOutcome>;
   logger: Logger;
 }

@@ -1,0 +1,174 @@
+// `npm run bench`: starts Redis-backed agentgate and a bare Express baseline on loopback, provisions
+// agents with constrained grants, and drives POST /capability/execute with a fresh, pre-signed agent
+// JWT per request at several concurrencies. Reports req/s, p50/p99 latency, errors and the ratio
+// execute/baseline measured in the same run. Bounded: every run has a fixed duration.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { KeyObject, randomBytes } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { cpus, totalmem } from 'node:os';
+import autocannon from 'autocannon';
+import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
+import { deletePrefix, redisUrlForTests } from '../test/support/redis.ts';
+import { presign, type BenchAgent } from './jwt.ts';
+
+const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
+const CONCURRENCIES = (process.env.BENCH_CONNECTIONS ?? '16,64').split(',').map(Number);
+const AGENT_COUNT = 32;
+const ADMIN_TOKEN = randomBytes(24).toString('hex');
+const CAPABILITY = 'transfer_money';
+const CONSTRAINTS = { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } };
+
+interface Measured {
+  scenario: string;
+  connections: number;
+  requestsPerSecond: number;
+  latencyMsP50: number;
+  latencyMsP99: number;
+  ok2xx: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+
+function startProcess(script: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const timer = setTimeout(() => reject(new Error(`${script} did not start within 15 s`)), 15_000);
+    let buffered = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      for (const line of buffered.split('\n')) {
+        const match = /"listening":(\d+)|"msg":"agentgate listening".*"port":(\d+)/.exec(line);
+        if (match) {
+          clearTimeout(timer);
+          resolve({ child, port: Number(match[1] ?? match[2]) });
+        }
+        // Anything else the child prints (warnings) is passed on.
+        if (line && !match && line !== buffered.split('\n').at(-1)) process.stderr.write(`${line}\n`);
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+  });
+}
+
+async function post(url: string, token: string, body: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+  return { status: res.status, json: await res.json() };
+}
+
+async function provision(base: string): Promise<BenchAgent[]> {
+  const host = await newEd25519();
+  const created = await post(`${base}/admin/hosts`, ADMIN_TOKEN, { public_key: host.publicJwk, default_capabilities: [CAPABILITY], user_id: 'bench' });
+  if (created.status !== 201) throw new Error(`host provisioning failed: ${JSON.stringify(created)}`);
+  const agents: BenchAgent[] = [];
+  for (let i = 0; i < AGENT_COUNT; i++) {
+    const key: TestKey = await newEd25519();
+    const token = await hostJwt(host, base, { agentKey: key });
+    const reg = await post(`${base}/agent/register`, token, { name: `bench-${i}`, mode: 'delegated', capabilities: [{ name: CAPABILITY, constraints: CONSTRAINTS }] });
+    if (reg.status !== 200 || reg.json.status !== 'active') throw new Error(`agent provisioning failed: ${JSON.stringify(reg)}`);
+    agents.push({ id: reg.json.agent_id, privateKey: KeyObject.from(key.privateKey as Parameters<typeof KeyObject.from>[0]), hostThumbprint: host.thumbprint });
+  }
+  return agents;
+}
+
+async function drive(scenario: string, url: string, connections: number, bodies: string[], tokens: string[]): Promise<Measured> {
+  let next = 0;
+  const result = await autocannon({
+    url,
+    connections,
+    duration: DURATION_SECONDS,
+    requests: [
+      {
+        method: 'POST',
+        setupRequest: (request) => {
+          const i = next++;
+          request.headers = { 'content-type': 'application/json', authorization: `Bearer ${tokens[i % tokens.length]}` };
+          request.body = bodies[i % bodies.length];
+          return request;
+        },
+      },
+    ],
+  });
+  if (next > tokens.length && tokens.length > 1) process.stderr.write(`warning: ${scenario} used ${next} requests but only ${tokens.length} tokens were signed\n`);
+  return {
+    scenario,
+    connections,
+    requestsPerSecond: Math.round(result.requests.average),
+    latencyMsP50: result.latency.p50,
+    latencyMsP99: result.latency.p99,
+    ok2xx: result['2xx'],
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+  };
+}
+
+/** Enough tokens for the run at up to `ceilingPerSecond`; a 5% replay mix repeats earlier ones. */
+function tokensFor(agents: BenchAgent[], aud: string, ceilingPerSecond: number, replayShare = 0): string[] {
+  const fresh = presign(agents, ceilingPerSecond * DURATION_SECONDS, aud);
+  if (replayShare === 0) return fresh;
+  return fresh.map((token, i) => (i > 100 && i % Math.round(1 / replayShare) === 0 ? fresh[i - 50]! : token));
+}
+
+/** A free loopback port (the issuer must name the real port, so the server cannot pick it). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  const redisUrl = await redisUrlForTests();
+  const prefix = `bench:${randomBytes(4).toString('hex')}:`;
+  const gate = await startProcess('src/main.ts', {
+    PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
+    RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000',
+  });
+  const base = `http://127.0.0.1:${gate.port}`;
+  const baseline = await startProcess('bench/baseline-server.ts', { PORT: '0' });
+  const results: Measured[] = [];
+  try {
+    // JWT audiences come from what the server advertises, as a real client's would.
+    const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string };
+    const agents = await provision(discovery.issuer);
+    const allowed = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 250, currency: 'USD' } })];
+    const violating = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 5000, currency: 'GBP' } })];
+    for (const connections of CONCURRENCIES) {
+      results.push(await drive('baseline: bare Express JSON POST', `http://127.0.0.1:${baseline.port}/capability/execute`, connections, allowed, ['unused']));
+      results.push(await drive('execute: allowed, constrained grant', discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000)));
+      results.push(await drive('execute: constraint violated (403 expected)', discovery.default_location, connections, violating, tokensFor(agents, discovery.default_location, 8000)));
+      results.push(await drive('execute: allowed with 5% replays (401 expected)', discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000, 0.05)));
+    }
+  } finally {
+    gate.child.kill('SIGTERM');
+    baseline.child.kill('SIGTERM');
+    await deletePrefix(redisUrl, prefix).catch(() => {});
+  }
+  report(results);
+}
+
+function report(results: Measured[]): void {
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+  const lines = [
+    `Machine: ${machine}. Duration ${DURATION_SECONDS} s per row; load generator (autocannon) on the same machine.`,
+    '',
+    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of results) {
+    const baseline = results.find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
+    const ratio = baseline ? (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2) : '';
+    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} |`);
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  void mkdir('bench/results', { recursive: true }).then(() => writeFile('bench/results/latest.json', JSON.stringify({ machine, results }, null, 2)));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

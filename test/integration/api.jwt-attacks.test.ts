@@ -28,7 +28,7 @@ const agentClaims = (agent: TestAgent, aud: string) => ({
 });
 
 async function publicKeySecrets(agent: TestAgent): Promise<Array<[string, Uint8Array]>> {
-  const pem = await exportSPKI((await importJWK(agent.key.publicJwk, 'EdDSA', { extractable: true })) as CryptoKey);
+  const pem = await exportSPKI((await importJWK(agent.key.publicJwk, 'EdDSA', { extractable: true })) as Parameters<typeof exportSPKI>[0]);
   return [
     ['public JWK JSON', Buffer.from(JSON.stringify(agent.key.publicJwk))],
     ['raw public key bytes', Buffer.from(agent.key.publicJwk.x!, 'base64url')],

@@ -15,8 +15,10 @@ export interface EffectiveStatus {
  */
 export function effectiveStatus(agent: AgentRecord, sessionExpiresAtMs: number | null, nowMs: number): EffectiveStatus {
   const stored = agent.status;
-  const terminal = stored === 'revoked' || stored === 'rejected' || stored === 'claimed';
-  if (!terminal && stored !== 'pending' && agent.absoluteExpiresAtMs <= nowMs) {
+  // Revoked agents keep reporting the elapsed absolute lifetime, so the answer does not depend on
+  // whether the revocation it causes has been written yet.
+  const lifetimeApplies = stored === 'active' || stored === 'expired' || stored === 'revoked';
+  if (lifetimeApplies && agent.absoluteExpiresAtMs <= nowMs) {
     return { status: 'revoked', because: 'absolute_lifetime' };
   }
   if (stored !== 'active') return { status: stored };

@@ -51,7 +51,7 @@ export async function reactivateAgent(deps: ServiceDeps, token: string | null, a
     if (effective.status === 'active') return null;
     if (effective.because === 'absolute_lifetime') {
       absoluteElapsed = true;
-      return revokeChange(snapshot, nowMs);
+      return snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, nowMs);
     }
     if (effective.status !== 'expired') throw statusRefusal(effective)!;
     return reactivationChange(deps, host, snapshot, nowMs);

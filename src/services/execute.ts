@@ -151,7 +151,8 @@ export function validatedArguments(capability: Capability, given: Record<string,
 function persistAbsoluteRevocation(deps: ServiceDeps, agent: AgentRecord): void {
   void (async () => {
     const snapshot = await deps.store.getAgent(agent.id);
-    if (!snapshot || effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs()).because !== 'absolute_lifetime') return;
+    if (!snapshot || snapshot.agent.status === 'revoked') return;
+    if (effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs()).because !== 'absolute_lifetime') return;
     await deps.store.casAgent(agent.id, snapshot.agent.version, revokeChange(snapshot, deps.clock.nowMs()));
     deps.keys.invalidate(agent.id);
     await deps.store.publishAgentInvalidation(agent.id);

@@ -26,6 +26,11 @@ describe('effective agent status (protocol §7.3)', () => {
     expect(effectiveStatus(agent({ status: 'expired', absoluteExpiresAtMs: NOW }), null, NOW).because).toBe('absolute_lifetime');
   });
 
+  it('a revoked agent whose absolute lifetime elapsed reports the lifetime, however far its revocation got', () => {
+    expect(effectiveStatus(agent({ status: 'revoked', absoluteExpiresAtMs: NOW }), null, NOW)).toEqual({ status: 'revoked', because: 'absolute_lifetime' });
+    expect(effectiveStatus(agent({ status: 'claimed', absoluteExpiresAtMs: NOW }), null, NOW)).toEqual({ status: 'claimed' });
+  });
+
   it('keeps terminal statuses whatever the clock says', () => {
     for (const status of ['revoked', 'rejected', 'claimed', 'pending'] as const) {
       expect(effectiveStatus(agent({ status }), NOW + 5, NOW).status).toBe(status);

@@ -35,6 +35,7 @@ export interface AppDependencies {
   limits: RateLimits;
   runCapability?: CapabilityRunner;
   reloadPolicy?: ServiceDeps['reloadPolicy'];
+  reloadOperators?: ServiceDeps['reloadOperators'];
 }
 
 export interface App {
@@ -66,6 +67,7 @@ export function buildApp(input: AppDependencies): App {
     keys,
     limits: input.limits,
     ...(input.reloadPolicy ? { reloadPolicy: input.reloadPolicy } : {}),
+    ...(input.reloadOperators ? { reloadOperators: input.reloadOperators } : {}),
     hostAuth: new HostAuthenticator({ store, clock, settings, limits: input.limits }),
     agentAuth: new AgentAuthenticator({ store, clock, settings, keys, limits: input.limits }),
     runCapability: input.runCapability ?? createCapabilityRunner({ maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES }),

@@ -31,6 +31,7 @@ const schema = z
     INTROSPECTION_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
 
     CAPABILITIES_FILE: z.string().min(1).default('config/capabilities.json'),
+    PLUGINS_DIR: z.string().min(1).default('plugins'),
     POLICY_WASM_PATH: z.string().min(1).default('policies/dist/policy.wasm'),
     POLICY_GOLDEN_PATH: z.string().min(1).default('policies/golden.json'),
     POLICY_MEMORY_MAX_PAGES: z.coerce.number().int().min(16).max(16_384).default(1024),

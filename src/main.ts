@@ -5,6 +5,7 @@ import { systemClock } from './clock.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { loadCatalog } from './execution/catalog.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { loadPlugins } from './operators/plugin-loader.ts';
 import { OperatorRegistry } from './operators/registry.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
@@ -39,13 +40,29 @@ async function main(): Promise<void> {
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient } = await openStore(config, logger);
   const limits = createRateLimits(config, logger, redisClient);
-  const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH, memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES });
+  const operators = new OperatorRegistry(await loadPlugins(config.PLUGINS_DIR));
+  logger.info('constraint operators', { operators: operators.names() });
+  const reloadOperators = async () => {
+    operators.replacePlugins(await loadPlugins(config.PLUGINS_DIR));
+    logger.info('operator plugins reloaded', { operators: operators.names() });
+    return operators.names();
+  };
+  const policy = await loadPolicyEngine({
+    wasmPath: config.POLICY_WASM_PATH,
+    goldenPath: config.POLICY_GOLDEN_PATH,
+    memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES,
+    operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
+  });
   const reloader = new PolicyReloader({ engine: policy, logger, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
   reloader.start();
-  process.on('SIGHUP', () => void reloader.reload('SIGHUP'));
+  process.on('SIGHUP', () => {
+    void reloader.reload('SIGHUP');
+    reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
+  });
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators: new OperatorRegistry(), logger, limits,
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
+    reloadOperators,
   });
 
   const server: Server = app.listen(config.PORT, config.HOST, () => {

@@ -70,6 +70,16 @@ export function adminRouter(deps: ServiceDeps): Router {
     res.json({ sha256: outcome.sha256, generation: outcome.generation });
   });
 
+  // Re-imports plugins/ and swaps the operator set; a broken plugin changes nothing.
+  router.post('/admin/operators/reload', async (_req, res) => {
+    if (!deps.reloadOperators) throw new ApiError('not_found', 'this instance cannot reload its operators');
+    try {
+      res.json({ operators: await deps.reloadOperators() });
+    } catch (err) {
+      throw new ApiError('invalid_request', `the operator plugins were refused: ${(err as Error).message}`);
+    }
+  });
+
   router.post('/admin/capabilities/:name/remove', (req, res) => {
     if (!deps.catalog.setRemoved(req.params.name, true)) throw new ApiError('capability_not_found', 'no capability has this name');
     res.json({ name: req.params.name, removed: true });

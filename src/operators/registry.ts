@@ -1,14 +1,27 @@
-// The constraint operator registry (DESIGN §6). Built-in operators are evaluated inside the Rego
-// policy; the registry knows their names and operand shapes so grants are validated when they are
-// requested, not when they are used.
+// The constraint operator registry (DESIGN §6): built-in operators, evaluated inside the Rego
+// policy, plus plugin operators loaded from plugins/ and evaluated here when the policy calls the
+// custom builtin `agentgate.operator(name, operand, actual)`. The registry knows every operator's
+// operand schema, so grants are validated when they are requested, not when they are used.
 import { z } from 'zod';
 
-export interface OperatorDefinition {
+/** What a plugin module provides (see plugins/README.md). */
+export interface OperatorPlugin {
   name: string;
   description: string;
   /** Schema of the operand; checked when a grant is requested or approved. */
   operand: z.ZodType;
-  builtin: boolean;
+  /** True when `actual` (null for a missing argument) satisfies the operand. */
+  evaluate(operand: unknown, actual: unknown): boolean;
+}
+
+export interface OperatorDefinition {
+  name: string;
+  description: string;
+  operand: z.ZodType;
+  /** Absent for built-ins, which the policy evaluates itself. */
+  evaluate?: OperatorPlugin['evaluate'];
+  /** The file a plugin came from (for messages). */
+  source: string;
 }
 
 /** Bounds that keep one constraint cheap to store and evaluate. */
@@ -18,32 +31,62 @@ const finiteNumber = z.number().refine(Number.isFinite, 'must be a finite number
 const jsonList = z.array(z.unknown()).max(MAX_LIST_OPERAND_ITEMS);
 
 export const BUILTIN_OPERATORS: readonly OperatorDefinition[] = [
-  { name: 'eq', description: 'the argument equals the operand (JSON structural equality)', operand: z.unknown(), builtin: true },
-  { name: 'min', description: 'the argument is a number >= the operand', operand: finiteNumber, builtin: true },
-  { name: 'max', description: 'the argument is a number <= the operand', operand: finiteNumber, builtin: true },
-  { name: 'in', description: 'the argument equals one of the listed values', operand: jsonList, builtin: true },
-  { name: 'not_in', description: 'the argument equals none of the listed values (a missing argument passes)', operand: jsonList, builtin: true },
+  { name: 'eq', description: 'the argument equals the operand (JSON structural equality)', operand: z.unknown(), source: 'built-in' },
+  { name: 'min', description: 'the argument is a number >= the operand', operand: finiteNumber, source: 'built-in' },
+  { name: 'max', description: 'the argument is a number <= the operand', operand: finiteNumber, source: 'built-in' },
+  { name: 'in', description: 'the argument equals one of the listed values', operand: jsonList, source: 'built-in' },
+  { name: 'not_in', description: 'the argument equals none of the listed values (a missing argument passes)', operand: jsonList, source: 'built-in' },
 ];
 
 export class OperatorRegistry {
-  private readonly byName = new Map<string, OperatorDefinition>();
+  #byName = new Map<string, OperatorDefinition>();
 
-  constructor(definitions: readonly OperatorDefinition[] = BUILTIN_OPERATORS) {
-    for (const definition of definitions) {
-      if (this.byName.has(definition.name)) throw new Error(`operator ${definition.name} is defined twice`);
-      this.byName.set(definition.name, definition);
+  constructor(plugins: readonly OperatorDefinition[] = []) {
+    this.replacePlugins(plugins);
+  }
+
+  /**
+   * Swaps the plugin set in one assignment (a reload); throws, changing nothing, on a duplicate
+   * name or a plugin that shadows a built-in.
+   */
+  replacePlugins(plugins: readonly OperatorDefinition[]): void {
+    const next = new Map(BUILTIN_OPERATORS.map((d) => [d.name, d]));
+    for (const plugin of plugins) {
+      const existing = next.get(plugin.name);
+      if (existing) {
+        const why = existing.source === 'built-in' ? 'shadows the built-in operator' : `is also defined by ${existing.source}`;
+        throw new Error(`${plugin.source}: operator "${plugin.name}" ${why}`);
+      }
+      next.set(plugin.name, plugin);
     }
+    this.#byName = next;
   }
 
   get(name: string): OperatorDefinition | undefined {
-    return this.byName.get(name);
+    return this.#byName.get(name);
   }
 
   has(name: string): boolean {
-    return this.byName.has(name);
+    return this.#byName.has(name);
   }
 
   names(): string[] {
-    return [...this.byName.keys()];
+    return [...this.#byName.keys()];
+  }
+
+  /**
+   * The policy's `agentgate.operator` builtin. Never throws (an exception inside a wasm builtin
+   * corrupts the instance): an unknown operator, an operand that no longer fits the plugin's
+   * schema, an exception or any answer but `true` reads as a violation.
+   */
+  evaluate(name: string, operand: unknown, actual: unknown): boolean {
+    const plugin = this.#byName.get(name);
+    if (!plugin?.evaluate) return false;
+    try {
+      if (!plugin.operand.safeParse(operand).success) return false;
+      return plugin.evaluate(operand, actual) === true;
+    } catch {
+      return false;
+    }
   }
 }

@@ -2,6 +2,7 @@
 // pre-register and link hosts, approve or deny pending agents and grants, and the test hooks
 // that move an agent's clocks.
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
+import { validateConstraints } from '../domain/constraints.ts';
 import { activationClocks, statusRefusal } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
@@ -73,6 +74,8 @@ function decideApproval(
   const pending = grants.filter((g) => g.status === 'pending');
   if (agent.status === 'active' && pending.length === 0) throw new ApiError('invalid_request', 'the agent has nothing awaiting approval');
   const chosen = new Set(approval.capabilities ?? pending.map((g) => g.capability));
+  // An operator may have been removed (or its schema tightened) since the grant was requested.
+  if (approve) validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => g.constraints), deps.operators);
   const decided = pending.map((g) =>
     approve && chosen.has(g.capability)
       ? { ...g, status: 'active' as const, grantedBy: approval.userId, updatedAtMs: nowMs }

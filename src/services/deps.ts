@@ -27,5 +27,7 @@ export interface ServiceDeps {
   limits: RateLimits;
   /** Reloads the policy artefact (admin call); absent when the engine cannot reload. */
   reloadPolicy?: () => Promise<ReloadOutcome>;
+  /** Re-imports the operator plugins and swaps the registry's plugin set (admin call). */
+  reloadOperators?: () => Promise<string[]>;
   logger: Logger;
 }

@@ -7,6 +7,7 @@ import { ManualClock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/execution/catalog.ts';
 import { silentLogger } from '../../src/logger.ts';
+import { loadPlugins } from '../../src/operators/plugin-loader.ts';
 import { OperatorRegistry } from '../../src/operators/registry.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
@@ -22,6 +23,8 @@ export interface TestServerOptions {
   env?: Record<string, string>;
   /** Catalog definitions replacing config/capabilities.json. */
   capabilities?: unknown[];
+  /** Where operator plugins come from (default: the shipped plugins/). */
+  pluginsDir?: string;
 }
 
 export interface TestServer {
@@ -74,9 +77,19 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const catalog = options.capabilities
     ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities)
     : await loadCatalog(config.CAPABILITIES_FILE);
-  const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
+  const pluginsDir = options.pluginsDir ?? config.PLUGINS_DIR;
+  const operators = new OperatorRegistry(await loadPlugins(pluginsDir));
+  const policy = await loadPolicyEngine({
+    wasmPath: config.POLICY_WASM_PATH,
+    goldenPath: config.POLICY_GOLDEN_PATH,
+    operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
+  });
   const limits = createRateLimits(config, silentLogger, redisClient);
-  const app = buildApp({ config, store, clock, policy, catalog, operators: new OperatorRegistry(), logger: silentLogger, limits });
+  const reloadOperators = async () => {
+    operators.replacePlugins(await loadPlugins(pluginsDir));
+    return operators.names();
+  };
+  const app = buildApp({ config, store, clock, policy, catalog, operators, logger: silentLogger, limits, reloadOperators });
   server.on('request', app.app);
   return {
     baseUrl: `http://127.0.0.1:${port}`,

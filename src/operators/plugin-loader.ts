@@ -1,0 +1,72 @@
+// Loads operator plugins from a directory at start-up (and on reload). Each module is checked
+// when it is loaded, not per request: a broken plugin stops start-up with a message naming the
+// file and the problem (STYLE: extensions declare a schema and are validated at load).
+import { readdir, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { OperatorDefinition } from './registry.ts';
+
+const PLUGIN_FILE = /^(?!.*\.(test|spec|d)\.[cm]?[jt]s$)[^.].*\.(ts|mts|js|mjs)$/;
+const OPERATOR_NAME = /^[a-z][a-z0-9_]{0,63}$/;
+const MAX_PLUGINS = 256;
+
+export class PluginLoadError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PluginLoadError';
+  }
+}
+
+/** The plugin files of `directory`, sorted; a missing directory has none. */
+async function pluginFiles(directory: string): Promise<string[]> {
+  let entries: string[];
+  try {
+    entries = await readdir(directory);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new PluginLoadError(`plugin directory ${directory}: ${(err as Error).message}`);
+  }
+  const files = entries.filter((e) => PLUGIN_FILE.test(e)).sort();
+  if (files.length > MAX_PLUGINS) throw new PluginLoadError(`plugin directory ${directory}: more than ${MAX_PLUGINS} plugins`);
+  return files;
+}
+
+/** Checks one module's exports: a default export object, or named exports. */
+export function definitionFrom(module: Record<string, unknown>, source: string): OperatorDefinition {
+  const exported = (module.default && typeof module.default === 'object' ? module.default : module) as Record<string, unknown>;
+  const { name, description, operand, evaluate } = exported;
+  const problems: string[] = [];
+  if (typeof name !== 'string' || !OPERATOR_NAME.test(name)) problems.push('`name` must be a lower-case identifier (a-z, 0-9, _; at most 64)');
+  if (typeof description !== 'string' || description.trim() === '') problems.push('`description` must be a non-empty string');
+  if (!operand || typeof (operand as { safeParse?: unknown }).safeParse !== 'function') problems.push('`operand` must be a zod schema');
+  if (typeof evaluate !== 'function') problems.push('`evaluate(operand, actual)` must be a function');
+  if (problems.length > 0) throw new PluginLoadError(`${source}: ${problems.join('; ')}`);
+  return {
+    name: name as string,
+    description: description as string,
+    operand: operand as OperatorDefinition['operand'],
+    evaluate: evaluate as NonNullable<OperatorDefinition['evaluate']>,
+    source,
+  };
+}
+
+/**
+ * Imports every plugin of `directory`. A file's modification time is part of its import URL, so a
+ * reload after an edit loads the new code instead of Node's cached module.
+ */
+export async function loadPlugins(directory: string): Promise<OperatorDefinition[]> {
+  const definitions: OperatorDefinition[] = [];
+  for (const file of await pluginFiles(directory)) {
+    const path = resolve(join(directory, file));
+    let module: Record<string, unknown>;
+    try {
+      const { mtimeMs, size } = await stat(path);
+      // Integers only: a dot in the query would read as a file extension to some loaders.
+      module = (await import(`${pathToFileURL(path).href}?version=${Math.trunc(mtimeMs * 1000)}-${size}`)) as Record<string, unknown>;
+    } catch (err) {
+      throw new PluginLoadError(`${path}: cannot be loaded: ${(err as Error).message}`);
+    }
+    definitions.push(definitionFrom(module, path));
+  }
+  return definitions;
+}

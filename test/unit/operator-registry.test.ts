@@ -1,0 +1,80 @@
+// Loading operator plugins: broken plugins stop start-up with a message naming the file and the
+// problem; duplicates and shadowed built-ins are refused; evaluation never throws.
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadPlugins } from '../../src/operators/plugin-loader.ts';
+import { OperatorRegistry } from '../../src/operators/registry.ts';
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'agentgate-plugins-'));
+  // Plugins import zod; outside the project they resolve it through this link.
+  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
+});
+afterEach(() => rm(dir, { recursive: true, force: true }));
+
+const plugin = (name: string, body = 'return actual === operand;') =>
+  `import { z } from 'zod';\nexport const name = ${JSON.stringify(name)};\nexport const description = 'test';\nexport const operand = z.string();\nexport function evaluate(operand, actual) { ${body} }\n`;
+
+describe('plugin loader', () => {
+  it('loads the shipped plugins', async () => {
+    const names = (await loadPlugins('plugins')).map((p) => p.name);
+    expect(names).toEqual(['cidr', 'max_length', 'pattern', 'prefix']);
+  });
+
+  it('loads named exports and default-export objects, skipping tests and non-code files', async () => {
+    await writeFile(join(dir, 'one.mjs'), plugin('one'));
+    await writeFile(join(dir, 'two.mjs'), `import { z } from 'zod';\nexport default { name: 'two', description: 'd', operand: z.number(), evaluate: () => true };\n`);
+    await writeFile(join(dir, 'one.test.mjs'), 'throw new Error("not a plugin")');
+    await writeFile(join(dir, 'README.md'), '# docs');
+    const registry = new OperatorRegistry(await loadPlugins(dir));
+    expect(registry.names()).toEqual(['eq', 'min', 'max', 'in', 'not_in', 'one', 'two']);
+    expect(registry.evaluate('one', 'x', 'x')).toBe(true);
+    expect(registry.evaluate('one', 'x', 'y')).toBe(false);
+  });
+
+  it('names the file and every missing export of a broken plugin', async () => {
+    await writeFile(join(dir, 'broken.mjs'), `export const name = 'Bad Name';\n`);
+    await expect(loadPlugins(dir)).rejects.toThrow(/broken\.mjs: .*name.*description.*operand.*evaluate/);
+  });
+
+  it('names the file of a plugin that does not even import', async () => {
+    await writeFile(join(dir, 'syntax.mjs'), 'export const = ;');
+    await expect(loadPlugins(dir)).rejects.toThrow(/syntax\.mjs: cannot be loaded/);
+  });
+
+  it('refuses duplicates, naming both files', async () => {
+    await writeFile(join(dir, 'a.mjs'), plugin('same'));
+    await writeFile(join(dir, 'b.mjs'), plugin('same'));
+    const loaded = await loadPlugins(dir);
+    expect(() => new OperatorRegistry(loaded)).toThrow(/b\.mjs: operator "same" is also defined by .*a\.mjs/);
+  });
+
+  it('refuses a plugin that shadows a built-in operator', async () => {
+    await writeFile(join(dir, 'c.mjs'), plugin('max'));
+    const loaded = await loadPlugins(dir);
+    expect(() => new OperatorRegistry(loaded)).toThrow(/c\.mjs: operator "max" shadows the built-in operator/);
+  });
+
+  it('a reload that fails leaves the previous plugin set in place', async () => {
+    await writeFile(join(dir, 'a.mjs'), plugin('good'));
+    const registry = new OperatorRegistry(await loadPlugins(dir));
+    await writeFile(join(dir, 'b.mjs'), plugin('max'));
+    await expect(loadPlugins(dir).then((p) => registry.replacePlugins(p))).rejects.toThrow(/shadows the built-in operator/);
+    expect(registry.has('good')).toBe(true);
+  });
+
+  it('evaluation never throws: exceptions, operand drift and non-boolean answers read as false', async () => {
+    await writeFile(join(dir, 'thrower.mjs'), plugin('thrower', 'throw new Error("boom");'));
+    await writeFile(join(dir, 'truthy.mjs'), plugin('truthy', 'return "yes";'));
+    const registry = new OperatorRegistry(await loadPlugins(dir));
+    expect(registry.evaluate('thrower', 'x', 'x')).toBe(false);
+    expect(registry.evaluate('truthy', 'x', 'x')).toBe(false);
+    expect(registry.evaluate('truthy', 42, 'x')).toBe(false);
+    expect(registry.evaluate('nobody', 'x', 'x')).toBe(false);
+    expect(registry.evaluate('max', 5, 1)).toBe(false);
+  });
+});

@@ -22,7 +22,7 @@ const plugin = (name: string, body = 'return actual === operand;') =>
 describe('plugin loader', () => {
   it('loads the shipped plugins', async () => {
     const names = (await loadPlugins('plugins')).map((p) => p.name);
-    expect(names).toEqual(['cidr', 'max_length', 'pattern', 'prefix']);
+    expect(names).toEqual(['cidr', 'max_length', 'prefix', 'regex']);
   });
 
   it('loads named exports and default-export objects, skipping tests and non-code files', async () => {

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import * as cidr from '../../plugins/cidr.ts';
 import * as maxLength from '../../plugins/max_length.ts';
-import * as pattern from '../../plugins/pattern.ts';
+import * as regex from '../../plugins/regex.ts';
 import * as prefix from '../../plugins/prefix.ts';
 
 describe('max_length', () => {
@@ -45,23 +45,23 @@ describe('cidr', () => {
   });
 });
 
-describe('pattern', () => {
+describe('regex', () => {
   it('matches safe patterns', () => {
-    expect(pattern.evaluate('^[A-Z]{3}$', 'USD')).toBe(true);
-    expect(pattern.evaluate('^[A-Z]{3}$', 'usd')).toBe(false);
-    expect(pattern.evaluate('^[a-z]+@example\\.com$', 'ann@example.com')).toBe(true);
-    expect(pattern.evaluate('^a', 42)).toBe(false);
+    expect(regex.evaluate('^[A-Z]{3}$', 'USD')).toBe(true);
+    expect(regex.evaluate('^[A-Z]{3}$', 'usd')).toBe(false);
+    expect(regex.evaluate('^[a-z]+@example\\.com$', 'ann@example.com')).toBe(true);
+    expect(regex.evaluate('^a', 42)).toBe(false);
   });
 
   it('refuses catastrophic-backtracking shapes at grant time (ReDoS)', () => {
     for (const unsafe of ['(a+)+b', '(a|a)*c', '(\\w+)*x', '^(a*)*$', 'a*a*a*b', '(a)\\1', '(?=a)a', '[a-z]{1,1000}', 'x'.repeat(200), '[']) {
-      expect(pattern.operand.safeParse(unsafe).success, unsafe).toBe(false);
-      expect(pattern.evaluate(unsafe, 'aaaa')).toBe(false);
+      expect(regex.operand.safeParse(unsafe).success, unsafe).toBe(false);
+      expect(regex.evaluate(unsafe, 'aaaa')).toBe(false);
     }
   });
 
   it('refuses over-long arguments rather than scanning them', () => {
-    expect(pattern.evaluate('^a+$', 'a'.repeat(256))).toBe(true);
-    expect(pattern.evaluate('^a+$', 'a'.repeat(257))).toBe(false);
+    expect(regex.evaluate('^a+$', 'a'.repeat(256))).toBe(true);
+    expect(regex.evaluate('^a+$', 'a'.repeat(257))).toBe(false);
   });
 });

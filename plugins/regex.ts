@@ -1,5 +1,5 @@
-// `pattern`: a string argument matches a regular expression that is safe to run on every request.
-// Constraint: {"currency": {"pattern": "^[A-Z]{3}$"}}
+// `regex`: a string argument matches a regular expression that is safe to run on every request.
+// Constraint: {"currency": {"regex": "^[A-Z]{3}$"}}
 //
 // JavaScript regular expressions backtrack, so a careless pattern such as (a+)+b can take
 // exponential time. Only patterns whose worst case stays small are accepted: no backreferences
@@ -33,7 +33,7 @@ export function unsafeReason(source: string): string | null {
   return null;
 }
 
-export const name = 'pattern';
+export const name = 'regex';
 export const description = `the argument is a string (at most ${MAX_ARGUMENT_CHARS} characters) matching a safe regular expression`;
 export const operand = z.string().min(1).superRefine((source, ctx) => {
   const reason = unsafeReason(source);

@@ -11,6 +11,7 @@ import { loadPlugins } from '../../src/operators/plugin-loader.ts';
 import { OperatorRegistry } from '../../src/operators/registry.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
+import { PolicyReloader } from '../../src/policy/reloader.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import type { Store } from '../../src/store/store.ts';
@@ -84,12 +85,16 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     goldenPath: config.POLICY_GOLDEN_PATH,
     operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
   });
+  const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
   const limits = createRateLimits(config, silentLogger, redisClient);
   const reloadOperators = async () => {
     operators.replacePlugins(await loadPlugins(pluginsDir));
     return operators.names();
   };
-  const app = buildApp({ config, store, clock, policy, catalog, operators, logger: silentLogger, limits, reloadOperators });
+  const app = buildApp({
+    config, store, clock, policy, catalog, operators, logger: silentLogger, limits, reloadOperators,
+    reloadPolicy: () => reloader.reload('admin'),
+  });
   server.on('request', app.app);
   return {
     baseUrl: `http://127.0.0.1:${port}`,

@@ -73,6 +73,15 @@ export interface LifetimeSettings {
   absoluteLifetimeMs: number;
 }
 
+/** The lifetime clocks from their configured durations in seconds. */
+export function lifetimeSettings(seconds: { AGENT_SESSION_TTL_SECONDS: number; AGENT_MAX_LIFETIME_SECONDS: number; AGENT_ABSOLUTE_LIFETIME_SECONDS: number }): LifetimeSettings {
+  return {
+    sessionTtlMs: seconds.AGENT_SESSION_TTL_SECONDS * 1000,
+    maxLifetimeMs: seconds.AGENT_MAX_LIFETIME_SECONDS * 1000,
+    absoluteLifetimeMs: seconds.AGENT_ABSOLUTE_LIFETIME_SECONDS * 1000,
+  };
+}
+
 /** Clock fields of an agent activated at `nowMs` (registration approval or reactivation). */
 export function activationClocks(nowMs: number, settings: LifetimeSettings) {
   return {

@@ -3,7 +3,7 @@
 // that move an agent's clocks.
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
 import { validateConstraints } from '../domain/constraints.ts';
-import { activationClocks, statusRefusal } from '../domain/lifecycle.ts';
+import { activationClocks, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { ServiceDeps } from './deps.ts';
@@ -83,11 +83,7 @@ function decideApproval(
   );
   if (agent.status === 'active') return { upsertGrants: decided, set: { approval: null, updatedAtMs: nowMs } };
   if (!approve) return { upsertGrants: decided, set: { status: 'rejected' as const, approval: null, updatedAtMs: nowMs } };
-  const clocks = activationClocks(nowMs, {
-    sessionTtlMs: deps.config.AGENT_SESSION_TTL_SECONDS * 1000,
-    maxLifetimeMs: deps.config.AGENT_MAX_LIFETIME_SECONDS * 1000,
-    absoluteLifetimeMs: deps.config.AGENT_ABSOLUTE_LIFETIME_SECONDS * 1000,
-  });
+  const clocks = activationClocks(nowMs, lifetimeSettings(deps.config));
   return {
     upsertGrants: decided,
     set: {

@@ -3,7 +3,7 @@
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
 import type { VerifiedHost } from '../auth/host-auth.ts';
 import { grantCovers } from '../domain/constraints.ts';
-import { activationClocks, agentRefusal, effectiveStatus, statusRefusal } from '../domain/lifecycle.ts';
+import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { extendApproval, newApproval } from './approvals.ts';
@@ -27,14 +27,6 @@ function assertOwner(verified: VerifiedHost, snapshot: AgentSnapshot): void {
 export async function agentStatus(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
   return ownedAgent(deps, verified, agentId);
-}
-
-function lifetimeSettings(deps: ServiceDeps) {
-  return {
-    sessionTtlMs: deps.config.AGENT_SESSION_TTL_SECONDS * 1000,
-    maxLifetimeMs: deps.config.AGENT_MAX_LIFETIME_SECONDS * 1000,
-    absoluteLifetimeMs: deps.config.AGENT_ABSOLUTE_LIFETIME_SECONDS * 1000,
-  };
 }
 
 // Protocol §4.6: only an expired agent is reactivated; an active one is returned unchanged; an
@@ -77,7 +69,7 @@ function reactivationChange(deps: ServiceDeps, host: HostRecord, snapshot: Agent
     if (!regranted.has(g.capability)) history.set(g.capability, { ...g, status: 'revoked', updatedAtMs: nowMs });
   }
   const pendingIds = fresh.filter((g) => g.status === 'pending').map((g) => g.id);
-  const clocks = activationClocks(nowMs, lifetimeSettings(deps));
+  const clocks = activationClocks(nowMs, lifetimeSettings(deps.config));
   const needsApproval = pendingIds.length > 0;
   return {
     set: {

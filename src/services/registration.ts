@@ -1,7 +1,7 @@
 // POST /agent/register (protocol §4.3): dynamic host registration, idempotent pending retries,
 // (host, agent key) uniqueness, policy-decided grants, approval when consent is needed.
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
-import { activationClocks } from '../domain/lifecycle.ts';
+import { activationClocks, lifetimeSettings } from '../domain/lifecycle.ts';
 import { dynamicHostStatus, registrationNeedsApproval } from '../domain/registration.ts';
 import type { AgentSnapshot, HostRecord, Mode } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
@@ -51,12 +51,8 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     action: 'register', host, agent: { id: null, mode }, requests, existing: [], agentId, nowMs, reason: request.reason,
   });
   const pending = registrationNeedsApproval(host, mode, grants);
-  const lifetimes = deps.config;
-  const clocks = activationClocks(nowMs, {
-    sessionTtlMs: lifetimes.AGENT_SESSION_TTL_SECONDS * 1000,
-    maxLifetimeMs: lifetimes.AGENT_MAX_LIFETIME_SECONDS * 1000,
-    absoluteLifetimeMs: lifetimes.AGENT_ABSOLUTE_LIFETIME_SECONDS * 1000,
-  });
+  const lifetimes = lifetimeSettings(config);
+  const clocks = activationClocks(nowMs, lifetimes);
   const snapshot: AgentSnapshot = {
     agent: {
       id: agentId,
@@ -75,7 +71,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
       createdAtMs: nowMs,
       updatedAtMs: nowMs,
       ...(pending ? {} : { activatedAtMs: clocks.activatedAtMs }),
-      absoluteExpiresAtMs: nowMs + lifetimes.AGENT_ABSOLUTE_LIFETIME_SECONDS * 1000,
+      absoluteExpiresAtMs: nowMs + lifetimes.absoluteLifetimeMs,
       maxLifetimeExpiresAtMs: clocks.maxLifetimeExpiresAtMs,
       ...(pending ? { approval: newApproval(grants.filter((g) => g.status === 'pending').map((g) => g.id), nowMs, config) } : {}),
     },

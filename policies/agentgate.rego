@@ -182,6 +182,13 @@ violates("not_in", values, field) if {
 	args[field] in values
 }
 
-# An operator this policy does not know is a violation (fail closed). agentgate refuses unknown
-# operators before it calls the policy; this is defence in depth.
-violates(op, _, _) if not op in builtin_operators
+# Every other operator is a plugin operator (plugins/), evaluated by agentgate through the custom
+# builtin agentgate.operator(name, operand, actual). The plugin gets the argument's value, or null
+# when the argument is missing. The builtin answers false for a name no plugin registers and for
+# any failure inside a plugin, so an unknown or broken operator still fails closed.
+violates(op, operand, field) if {
+	not op in builtin_operators
+	not plugin_allows(op, operand, field)
+}
+
+plugin_allows(op, operand, field) if agentgate.operator(op, operand, object.get(args, field, null))

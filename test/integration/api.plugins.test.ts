@@ -1,0 +1,113 @@
+// Operator plugins end to end (issue 3, DESIGN §6): a plugin added at run time is reached by the
+// already-compiled policy through `agentgate.operator`; unknown operators stay unknown at grant,
+// approval and execute time; operands are checked against the plugin's schema.
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, code } from '../support/client.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const ENDS_WITH = `import { z } from 'zod';
+export const name = 'ends_with';
+export const description = 'the argument is a string ending with the operand';
+export const operand = z.string().min(1).max(32);
+export function evaluate(suffix, actual) {
+  return typeof actual === 'string' && actual.endsWith(suffix);
+}
+`;
+
+let dir: string;
+let server: TestServer;
+let c: Client;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'agentgate-runtime-plugins-'));
+  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
+  server = await startTestServer({ pluginsDir: dir });
+  c = new Client(server);
+});
+afterAll(async () => {
+  await server.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const reload = () => c.admin('POST', '/admin/operators/reload');
+const grant = { name: 'echo', constraints: { code: { ends_with: 'Z' } } };
+
+describe('a plugin added at run time', () => {
+  it('is unknown before it is loaded', async () => {
+    const host = await c.linkedHost(['echo']);
+    const { res } = await c.register(host, { capabilities: [grant] });
+    expect(code(res)).toBe('400 unknown_constraint_operator');
+    expect(res.json.unknown_operators).toEqual(['ends_with']);
+  });
+
+  it('after a registry reload, grants with it are accepted and execute is allowed or refused by it', async () => {
+    await writeFile(join(dir, 'ends_with.mjs'), ENDS_WITH);
+    expect((await reload()).json.operators).toContain('ends_with');
+    const agent = await c.activeAgent([grant]);
+    expect((await c.execute(agent, 'echo', { code: 'ABZ' })).status).toBe(200);
+    const refused = await c.execute(agent, 'echo', { code: 'ABC' });
+    expect(code(refused)).toBe('403 constraint_violated');
+    expect(refused.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' }, actual: 'ABC' }]);
+    const missing = await c.execute(agent, 'echo', {});
+    expect(missing.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' } }]);
+  });
+
+  it("an operand that fails the plugin's schema is 400 invalid_request naming the field and operator", async () => {
+    const host = await c.linkedHost(['echo']);
+    const { res } = await c.register(host, { capabilities: [{ name: 'echo', constraints: { code: { ends_with: 5 } } }] });
+    expect(code(res)).toBe('400 invalid_request');
+    expect(res.json.message).toMatch(/ends_with.*code|code.*ends_with/);
+  });
+
+  it('removed after the grant was made, it is refused at approval and at execute', async () => {
+    const agent = await c.activeAgent([grant]);
+    const host = await c.linkedHost([]);
+    const { agent: pending } = await c.register(host, { capabilities: [grant] });
+    expect(pending!.registration.status).toBe('pending');
+
+    await rm(join(dir, 'ends_with.mjs'));
+    expect((await reload()).json.operators).not.toContain('ends_with');
+
+    const executed = await c.execute(agent, 'echo', { code: 'ABZ' });
+    expect(code(executed)).toBe('400 unknown_constraint_operator');
+    expect(executed.json.unknown_operators).toEqual(['ends_with']);
+    const approved = await c.admin('POST', `/admin/agents/${pending!.id}/approve`, {});
+    expect(code(approved)).toBe('400 unknown_constraint_operator');
+    expect((await c.admin('GET', `/admin/agents/${pending!.id}`)).json.status).toBe('pending');
+  });
+
+  it('a broken plugin is refused by a reload and the previous set keeps serving', async () => {
+    await writeFile(join(dir, 'ends_with.mjs'), ENDS_WITH);
+    expect((await reload()).status).toBe(200);
+    await writeFile(join(dir, 'broken.mjs'), 'export const name = "broken";');
+    const res = await reload();
+    expect(code(res)).toBe('400 invalid_request');
+    expect(res.json.message).toMatch(/broken\.mjs/);
+    const agent = await c.activeAgent([grant]);
+    expect((await c.execute(agent, 'echo', { code: 'Z' })).status).toBe(200);
+    await rm(join(dir, 'broken.mjs'));
+  });
+});
+
+describe('shipped plugins through HTTP', () => {
+  it('cidr, prefix, max_length and regex constrain real executes', async () => {
+    const shipped = await startTestServer();
+    try {
+      const sc = new Client(shipped);
+      const agent = await sc.activeAgent([{
+        name: 'echo',
+        constraints: { ip: { cidr: ['10.0.0.0/8'] }, path: { prefix: ['/reports/'] }, note: { max_length: 5 }, currency: { regex: '^[A-Z]{3}$' } },
+      }]);
+      expect((await sc.execute(agent, 'echo', { ip: '10.1.1.1', path: '/reports/q3', note: 'ok', currency: 'EUR' })).status).toBe(200);
+      const res = await sc.execute(agent, 'echo', { ip: '192.168.0.1', path: '/etc/passwd', note: 'too long', currency: 'eur' });
+      expect(res.json.violations.map((v: { constraint: object }) => Object.keys(v.constraint)[0])).toEqual(['regex', 'cidr', 'max_length', 'prefix']);
+      const unsafe = await sc.register(await sc.linkedHost(['echo']), { capabilities: [{ name: 'echo', constraints: { s: { regex: '(a+)+b' } } }] });
+      expect(code(unsafe.res)).toBe('400 invalid_request');
+    } finally {
+      await shipped.close();
+    }
+  });
+});

@@ -34,6 +34,8 @@ const schema = z
     PLUGINS_DIR: z.string().min(1).default('plugins'),
     POLICY_WASM_PATH: z.string().min(1).default('policies/dist/policy.wasm'),
     POLICY_GOLDEN_PATH: z.string().min(1).default('policies/golden.json'),
+    /** Reload the policy when its artefact or golden file changes on disk. */
+    POLICY_WATCH: bool.default(true),
     POLICY_MEMORY_MAX_PAGES: z.coerce.number().int().min(16).max(16_384).default(1024),
 
     ALGORITHMS: csv(['Ed25519', 'P-256'] as const).default(['Ed25519']),

@@ -54,7 +54,7 @@ async function main(): Promise<void> {
     operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
   });
   const reloader = new PolicyReloader({ engine: policy, logger, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
-  reloader.start();
+  if (config.POLICY_WATCH) reloader.start();
   process.on('SIGHUP', () => {
     void reloader.reload('SIGHUP');
     reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));

@@ -2,7 +2,7 @@
 // revoke (§4.7), rotate-key (§4.8), request-capability (§4.4) and revoke-capability (Docs).
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
 import type { VerifiedHost } from '../auth/host-auth.ts';
-import { grantCovers } from '../domain/constraints.ts';
+import { grantCovers, validateConstraints } from '../domain/constraints.ts';
 import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
@@ -155,6 +155,9 @@ export async function requestCapabilities(
   const host = await store.getHost(verified.snapshot.agent.hostId);
   if (!host) throw new ApiError('host_not_found', "the agent's host no longer exists");
   const requests = dedupeRequests(requested);
+  // Every proposal is checked, including ones an existing grant already covers: an unknown
+  // operator is an error even when the answer would otherwise be already_granted.
+  validateConstraints(requests.map((r) => r.constraints), deps.operators);
   let answer: GrantRecord[] = [];
   const snapshot = await transitionAgent(store, verified.snapshot.agent.id, (current) => {
     const nowMs = clock.nowMs();

@@ -111,3 +111,19 @@ describe('shipped plugins through HTTP', () => {
     }
   });
 });
+
+describe('request-capability checks every proposal', () => {
+  it('an unknown operator is refused even when an existing grant already covers the capability', async () => {
+    const shipped = await startTestServer();
+    try {
+      const sc = new Client(shipped);
+      const agent = await sc.activeAgent(['echo']);
+      const res = await sc.requestCapability(agent, { capabilities: [{ name: 'echo', constraints: { x: { soundex: 'A000' } } }] });
+      expect(code(res)).toBe('400 unknown_constraint_operator');
+      expect(res.json.unknown_operators).toEqual(['soundex']);
+      expect(code(await sc.requestCapability(agent, { capabilities: ['echo'] }))).toBe('409 already_granted');
+    } finally {
+      await shipped.close();
+    }
+  });
+});

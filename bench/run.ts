@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import autocannon from 'autocannon';
 import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
-import { deletePrefix, redisUrlForTests } from '../test/support/redis.ts';
+import { deletePrefix, redisUrlForTests, uniquePrefix } from '../test/support/redis.ts';
 import { presign, type BenchAgent } from './jwt.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
@@ -123,7 +123,8 @@ function freePort(): Promise<number> {
 
 async function main(): Promise<void> {
   const redisUrl = await redisUrlForTests();
-  const prefix = `bench:${randomBytes(4).toString('hex')}:`;
+  // A throwaway prefix the test support may delete afterwards (it refuses any other).
+  const prefix = uniquePrefix('bench');
   const gate = await startProcess('src/main.ts', {
     PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
     RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000',

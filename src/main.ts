@@ -20,7 +20,13 @@ async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger):
     logger.warn('no REDIS_URL: using the in-memory store; nothing survives a restart and instances share nothing');
     return { store: new MemoryStore() };
   }
-  const store = await createRedisStore({ url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS });
+  const store = await createRedisStore({
+    url: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+    // Reconnection is automatic; operators still need to see that Redis went away.
+    onConnectionError: (err) => logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message }),
+  });
   logger.info('using Redis', { url: config.REDIS_URL.replace(/\/\/[^@]*@/, '//***@'), keyPrefix: config.REDIS_KEY_PREFIX });
   return { store, redisClient: store.connection };
 }
@@ -39,7 +45,8 @@ async function main(): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL);
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient } = await openStore(config, logger);
-  const limits = createRateLimits(config, logger, redisClient);
+  const catalog = await loadCatalog(config.CAPABILITIES_FILE);
+  const limits = createRateLimits(config, logger, redisClient, catalog.list());
   const operators = new OperatorRegistry(await loadPlugins(config.PLUGINS_DIR));
   logger.info('constraint operators', { operators: operators.names() });
   const reloadOperators = async () => {
@@ -59,7 +66,6 @@ async function main(): Promise<void> {
     void reloader.reload('SIGHUP');
     reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
   });
-  const catalog = await loadCatalog(config.CAPABILITIES_FILE);
   const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
     reloadOperators,

@@ -30,6 +30,8 @@ export const capabilitySchema = z
     location: z.url({ protocol: /^https?$/ }).optional(),
     /** Listed to anonymous callers of GET /capability/list. */
     public: z.boolean().default(true),
+    /** Optional per-agent budget for this capability (protocol §11.5: tighter for high-risk ones). */
+    rateLimit: z.object({ points: z.number().int().min(1).max(10_000_000), durationSeconds: z.number().int().min(1).max(86_400 * 31) }).strict().optional(),
     handler: handlerSchema,
   })
   .strict();

@@ -27,17 +27,29 @@ export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
 
 export class RateLimits {
   private readonly limiters: Record<LimitName, RateLimiterAbstract>;
+  private readonly capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract>;
   private readonly logger: Logger;
 
-  constructor(limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger) {
+  constructor(limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger, capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract> = new Map()) {
     this.limiters = limiters;
+    this.capabilityLimiters = capabilityLimiters;
     this.logger = logger;
   }
 
   /** Spends one point of `name` for `key`; throws 429 rate_limited or 503 when the limiter fails. */
-  async consume(name: LimitName, key: string): Promise<void> {
+  consume(name: LimitName, key: string): Promise<void> {
+    return this.spend(this.limiters[name], name, key);
+  }
+
+  /** Spends one point of a capability's own budget for this agent; free when it has none. */
+  async consumeCapability(capability: string, agentId: string): Promise<void> {
+    const limiter = this.capabilityLimiters.get(capability);
+    if (limiter) await this.spend(limiter, `capability ${capability}`, agentId);
+  }
+
+  private async spend(limiter: RateLimiterAbstract, name: string, key: string): Promise<void> {
     try {
-      await this.limiters[name].consume(key);
+      await limiter.consume(key);
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {
         const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
@@ -49,14 +61,23 @@ export class RateLimits {
   }
 }
 
-/** Redis-backed when `redisClient` (an ioredis client) is given, else in process. */
-export function createRateLimits(config: Config, logger: Logger, redisClient?: unknown): RateLimits {
-  const specs = limitSpecs(config);
-  const make = (name: LimitName): RateLimiterAbstract => {
-    const { points, durationSeconds } = specs[name];
-    const base = { points, duration: durationSeconds, keyPrefix: `${config.REDIS_KEY_PREFIX}rl:${name}` };
+/**
+ * Redis-backed when `redisClient` (an ioredis client) is given, else in process. `capabilities`
+ * are the catalog entries with a budget of their own.
+ */
+export function createRateLimits(
+  config: Config,
+  logger: Logger,
+  redisClient?: unknown,
+  capabilities: ReadonlyArray<{ name: string; rateLimit?: LimitSpec | undefined }> = [],
+): RateLimits {
+  const make = (label: string, { points, durationSeconds }: LimitSpec): RateLimiterAbstract => {
+    const base = { points, duration: durationSeconds, keyPrefix: `${config.REDIS_KEY_PREFIX}rl:${label}` };
     return redisClient ? new RateLimiterRedis({ ...base, storeClient: redisClient, rejectIfRedisNotReady: true }) : new RateLimiterMemory(base);
   };
-  const limiters = Object.fromEntries(LIMIT_NAMES.map((n) => [n, make(n)])) as Record<LimitName, RateLimiterAbstract>;
-  return new RateLimits(limiters, logger);
+  const specs = limitSpecs(config);
+  const limiters = Object.fromEntries(LIMIT_NAMES.map((n) => [n, make(n, specs[n])])) as Record<LimitName, RateLimiterAbstract>;
+  const perCapability = new Map<string, RateLimiterAbstract>();
+  for (const c of capabilities) if (c.rateLimit) perCapability.set(c.name, make(`cap:${c.name}`, c.rateLimit));
+  return new RateLimits(limiters, logger, perCapability);
 }

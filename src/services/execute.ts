@@ -62,6 +62,8 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   }
   const capability = deps.catalog.get(request.capability);
   if (!capability) throw new ApiError('capability_not_found', 'no capability has this name');
+  // Only capabilities with a budget of their own pay this second round trip.
+  if (capability.rateLimit) await deps.limits.consumeCapability(capability.name, agent.id);
   const active = activeGrants(grants, nowMs);
   const args = validatedArguments(capability, request.arguments);
   const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];

@@ -26,6 +26,8 @@ export interface TestServerOptions {
   capabilities?: unknown[];
   /** Where operator plugins come from (default: the shipped plugins/). */
   pluginsDir?: string;
+  /** A specific Redis for store 'redis' (default: test/support/redis.ts finds one). */
+  redisUrl?: string;
 }
 
 export interface TestServer {
@@ -63,7 +65,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   let redisClient: unknown;
   let cleanupStore: () => Promise<void>;
   if (options.store === 'redis') {
-    const url = await redisUrlForTests();
+    const url = options.redisUrl ?? (await redisUrlForTests());
     const redisStore = await createRedisStore({ url, keyPrefix: config.REDIS_KEY_PREFIX });
     store = redisStore;
     redisClient = redisStore.connection;
@@ -86,7 +88,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
   });
   const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
-  const limits = createRateLimits(config, silentLogger, redisClient);
+  const limits = createRateLimits(config, silentLogger, redisClient, catalog.list());
   const reloadOperators = async () => {
     operators.replacePlugins(await loadPlugins(pluginsDir));
     return operators.names();

@@ -1,0 +1,168 @@
+// Rate limits (protocol §11.5, issue 5): each dimension trips on its own with 429 rate_limited and
+// a Retry-After in whole seconds; two server processes on one Redis share a budget; a limiter
+// that cannot reach Redis refuses (503) rather than letting requests through.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { connect, createServer } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Client, code, http, type HttpResult } from '../support/client.ts';
+import { hostJwt, newEd25519 } from '../support/keys.ts';
+import { redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+function expectLimited(res: HttpResult) {
+  expect(code(res)).toBe('429 rate_limited');
+  expect(res.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+}
+
+async function withServer(env: Record<string, string>, fn: (c: Client, s: TestServer) => Promise<void>, extra: Parameters<typeof startTestServer>[0] = {}) {
+  const server = await startTestServer({ store: 'redis', env, ...extra });
+  try {
+    await fn(new Client(server), server);
+  } finally {
+    await server.close();
+  }
+}
+
+describe('each dimension', () => {
+  it('per host: executes of all its agents and its own calls share one budget', () =>
+    withServer({ RATE_LIMIT_HOST_PER_MINUTE: '5' }, async (c) => {
+      const first = await c.activeAgent();
+      const { agent: second } = await c.register(first.host, { capabilities: ['echo'] });
+      // The two registrations spent two of the host's five points.
+      expect((await c.execute(first, 'echo', {})).status).toBe(200);
+      expect((await c.execute(second!, 'echo', {})).status).toBe(200);
+      expect((await c.execute(first, 'echo', {})).status).toBe(200);
+      expectLimited(await c.execute(second!, 'echo', {}));
+      const other = await c.activeAgent();
+      expect((await c.execute(other, 'echo', {})).status).toBe(200);
+    }));
+
+  it('status polling has its own budget, which does not eat the host budget', () =>
+    withServer({ RATE_LIMIT_STATUS_PER_MINUTE: '2', RATE_LIMIT_HOST_PER_MINUTE: '3' }, async (c) => {
+      const agent = await c.activeAgent();
+      expect((await c.status(agent.host, agent.id)).status).toBe(200);
+      expect((await c.status(agent.host, agent.id)).status).toBe(200);
+      expectLimited(await c.status(agent.host, agent.id));
+      expect((await c.execute(agent, 'echo', {})).status).toBe(200);
+    }));
+
+  it('per client address on unauthenticated routes', () =>
+    withServer({ RATE_LIMIT_IP_PER_MINUTE: '2' }, async (c) => {
+      expect((await http('GET', c.url('/.well-known/agent-configuration'))).status).toBe(200);
+      expect((await http('GET', c.url('/capability/list'))).status).toBe(200);
+      expectLimited(await http('GET', c.url('/capability/describe?name=echo')));
+    }));
+
+  it('registrations from unknown hosts are strictly limited per address; known hosts are not', () =>
+    withServer({ RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: '2' }, async (c) => {
+      expect((await c.register(await newEd25519(), {})).res.status).toBe(200);
+      expect((await c.register(await newEd25519(), {})).res.status).toBe(200);
+      expectLimited((await c.register(await newEd25519(), {})).res);
+      const known = await c.linkedHost([]);
+      expect((await c.register(known, {})).res.status).toBe(200);
+    }));
+
+  it('per capability, from the catalog, per agent', () =>
+    withServer({}, async (c) => {
+      const agent = await c.activeAgent(['transfer', 'echo']);
+      expect((await c.execute(agent, 'transfer', {})).status).toBe(200);
+      expect((await c.execute(agent, 'transfer', {})).status).toBe(200);
+      expectLimited(await c.execute(agent, 'transfer', {}));
+      expect((await c.execute(agent, 'echo', {})).status).toBe(200);
+      const another = await c.activeAgent(['transfer']);
+      expect((await c.execute(another, 'transfer', {})).status).toBe(200);
+    }, {
+      capabilities: [
+        { name: 'echo', description: 'echo', handler: { type: 'echo' } },
+        { name: 'transfer', description: 'high risk', rateLimit: { points: 2, durationSeconds: 3600 }, handler: { type: 'echo' } },
+      ],
+    }));
+});
+
+describe('fail closed', () => {
+  it('a limiter whose Redis is gone refuses with 503 instead of letting requests through', async () => {
+    const port = await freePort();
+    const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    try {
+      await waitFor(() => canConnect(port));
+      const server = await startTestServer({ store: 'redis', redisUrl: `redis://127.0.0.1:${port}` });
+      const c = new Client(server);
+      try {
+        expect((await http('GET', c.url('/.well-known/agent-configuration'))).status).toBe(200);
+        redis.kill('SIGKILL');
+        await new Promise((r) => redis.once('exit', r));
+        const res = await http('GET', c.url('/.well-known/agent-configuration'));
+        expect(code(res)).toBe('503 service_unavailable');
+      } finally {
+        // The Redis is gone, so the harness cannot delete the test's keys: nothing to clean.
+        await server.close().catch(() => {});
+      }
+    } finally {
+      redis.kill('SIGKILL');
+    }
+  });
+});
+
+describe('two server processes on one Redis', () => {
+  const children: ChildProcess[] = [];
+  afterAll(() => children.forEach((c) => c.kill('SIGKILL')));
+
+  it('share the budget instead of doubling it', async () => {
+    const redisUrl = await redisUrlForTests();
+    const prefix = uniquePrefix('two-processes');
+    const adminToken = 'two-processes-admin-token';
+    const ports = [await freePort(), await freePort()];
+    const issuer = `http://127.0.0.1:${ports[0]}`;
+    for (const port of ports) {
+      const child = spawn(process.execPath, ['src/main.ts'], {
+        env: { ...process.env, PORT: String(port), ISSUER: issuer, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN: adminToken, RATE_LIMIT_AGENT_PER_MINUTE: '4', LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
+        stdio: 'ignore',
+      });
+      children.push(child);
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok);
+    }
+    const host = await newEd25519();
+    expect((await http('POST', `${issuer}/admin/hosts`, { token: adminToken, json: { public_key: host.publicJwk, default_capabilities: ['echo'] } })).status).toBe(201);
+    const agentKey = await newEd25519();
+    const reg = await http('POST', `${issuer}/agent/register`, { token: await hostJwt(host, issuer, { agentKey }), json: { name: 'shared', capabilities: ['echo'] } });
+    expect(reg.json.status).toBe('active');
+    const agent = { id: reg.json.agent_id as string, key: agentKey, host, registration: reg.json };
+    const fakeServer = { baseUrl: issuer, config: { issuer, executeUrl: `${issuer}/capability/execute` }, clock: { nowMs: () => Date.now() } };
+    const c = new Client(fakeServer as unknown as TestServer);
+    const onPort = async (port: number) => http('POST', `http://127.0.0.1:${port}/capability/execute`, { token: await c.agentToken(agent, { aud: `${issuer}/capability/execute` }), json: { capability: 'echo' } });
+    const statuses = [await onPort(ports[0]!), await onPort(ports[1]!), await onPort(ports[0]!), await onPort(ports[1]!)].map((r) => r.status);
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    expectLimited(await onPort(ports[1]!));
+    expectLimited(await onPort(ports[0]!));
+  });
+});
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not ready yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('timed out waiting');
+}

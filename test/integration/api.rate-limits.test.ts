@@ -6,7 +6,7 @@ import { connect, createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { hostJwt, newEd25519 } from '../support/keys.ts';
-import { redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 function expectLimited(res: HttpResult) {
@@ -105,11 +105,14 @@ describe('fail closed', () => {
 
 describe('two server processes on one Redis', () => {
   const children: ChildProcess[] = [];
-  afterAll(() => children.forEach((c) => c.kill('SIGKILL')));
+  const prefix = uniquePrefix('two-processes');
+  afterAll(async () => {
+    children.forEach((c) => c.kill('SIGKILL'));
+    await deletePrefix(await redisUrlForTests(), prefix);
+  });
 
   it('share the budget instead of doubling it', async () => {
     const redisUrl = await redisUrlForTests();
-    const prefix = uniquePrefix('two-processes');
     const adminToken = 'two-processes-admin-token';
     const ports = [await freePort(), await freePort()];
     const issuer = `http://127.0.0.1:${ports[0]}`;

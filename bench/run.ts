@@ -31,9 +31,21 @@ interface Measured {
   timeouts: number;
 }
 
-function startProcess(script: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+/**
+ * Which Node runs agentgate: `24` is the pinned Node running the TypeScript sources; `20` is the
+ * Node at BENCH_NODE20 (default /usr/bin/node) running the compiled build (`npm run build`).
+ */
+const RUNTIMES = (process.env.BENCH_RUNTIMES ?? '24').split(',').map((r) => r.trim());
+
+function gateCommand(runtime: string): { node: string; script: string; env: Record<string, string> } {
+  if (runtime === '24') return { node: process.execPath, script: 'src/main.ts', env: {} };
+  if (runtime === '20') return { node: process.env.BENCH_NODE20 ?? '/usr/bin/node', script: 'dist/src/main.js', env: { PLUGINS_DIR: 'dist/plugins' } };
+  throw new Error(`unknown runtime ${runtime} in BENCH_RUNTIMES (use 24 and/or 20)`);
+}
+
+function startProcess(script: string, env: Record<string, string>, node = process.execPath): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(node, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     const timer = setTimeout(() => reject(new Error(`${script} did not start within 15 s`)), 15_000);
     let buffered = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -123,15 +135,28 @@ function freePort(): Promise<number> {
 
 async function main(): Promise<void> {
   const redisUrl = await redisUrlForTests();
-  // A throwaway prefix the test support may delete afterwards (it refuses any other).
-  const prefix = uniquePrefix('bench');
-  const gate = await startProcess('src/main.ts', {
-    PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
-    RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000',
-  });
-  const base = `http://127.0.0.1:${gate.port}`;
   const baseline = await startProcess('bench/baseline-server.ts', { PORT: '0' });
   const results: Measured[] = [];
+  try {
+    for (const runtime of RUNTIMES) results.push(...(await benchRuntime(runtime, redisUrl, baseline.port)));
+  } finally {
+    baseline.child.kill('SIGTERM');
+  }
+  report(results);
+}
+
+async function benchRuntime(runtime: string, redisUrl: string, baselinePort: number): Promise<Measured[]> {
+  const command = gateCommand(runtime);
+  // A throwaway prefix the test support may delete afterwards (it refuses any other).
+  const prefix = uniquePrefix('bench');
+  const gate = await startProcess(command.script, {
+    ...command.env,
+    PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
+    RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000',
+  }, command.node);
+  const base = `http://127.0.0.1:${gate.port}`;
+  const results: Measured[] = [];
+  const label = (s: string) => `${s} [Node ${runtime}]`;
   try {
     // JWT audiences come from what the server advertises, as a real client's would.
     const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string };
@@ -139,17 +164,16 @@ async function main(): Promise<void> {
     const allowed = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 250, currency: 'USD' } })];
     const violating = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 5000, currency: 'GBP' } })];
     for (const connections of CONCURRENCIES) {
-      results.push(await drive('baseline: bare Express JSON POST', `http://127.0.0.1:${baseline.port}/capability/execute`, connections, allowed, ['unused']));
-      results.push(await drive('execute: allowed, constrained grant', discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000)));
-      results.push(await drive('execute: constraint violated (403 expected)', discovery.default_location, connections, violating, tokensFor(agents, discovery.default_location, 8000)));
-      results.push(await drive('execute: allowed with 5% replays (401 expected)', discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000, 0.05)));
+      results.push(await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baselinePort}/capability/execute`, connections, allowed, ['unused']));
+      results.push(await drive(label('execute: allowed, constrained grant'), discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000)));
+      results.push(await drive(label('execute: constraint violated (403 expected)'), discovery.default_location, connections, violating, tokensFor(agents, discovery.default_location, 8000)));
+      results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000, 0.05)));
     }
   } finally {
     gate.child.kill('SIGTERM');
-    baseline.child.kill('SIGTERM');
     await deletePrefix(redisUrl, prefix).catch(() => {});
   }
-  report(results);
+  return results;
 }
 
 function report(results: Measured[]): void {
@@ -161,7 +185,9 @@ function report(results: Measured[]): void {
     '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of results) {
-    const baseline = results.find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
+    // The ratio is against the baseline measured just before it, at the same concurrency.
+    const index = results.indexOf(r);
+    const baseline = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
     const ratio = baseline ? (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2) : '';
     lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} |`);
   }

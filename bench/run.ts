@@ -5,11 +5,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import autocannon from 'autocannon';
 import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../test/support/redis.ts';
+import { freePort } from '../test/support/net.ts';
 import { presign, type BenchAgent } from './jwt.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
@@ -121,16 +121,6 @@ function tokensFor(agents: BenchAgent[], aud: string, ceilingPerSecond: number, 
   const fresh = presign(agents, ceilingPerSecond * DURATION_SECONDS, aud);
   if (replayShare === 0) return fresh;
   return fresh.map((token, i) => (i > 100 && i % Math.round(1 / replayShare) === 0 ? fresh[i - 50]! : token));
-}
-
-/** A free loopback port (the issuer must name the real port, so the server cannot pick it). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 async function main(): Promise<void> {

@@ -2,11 +2,11 @@
 // a Retry-After in whole seconds; two server processes on one Redis share a budget; a limiter
 // that cannot reach Redis refuses (503) rather than letting requests through.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { connect, createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { hostJwt, newEd25519 } from '../support/keys.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { canConnect, freePort, waitFor } from '../support/net.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 function expectLimited(res: HttpResult) {
@@ -139,33 +139,3 @@ describe('two server processes on one Redis', () => {
     expectLimited(await onPort(ports[0]!));
   });
 });
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not ready yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('timed out waiting');
-}

@@ -2,22 +2,14 @@
 // and the operator plugins without a restart, and SIGTERM shuts down cleanly.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFile, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, waitFor } from '../support/net.ts';
 
 let dir: string;
 let child: ChildProcess;
 let base: string;
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 
 const health = async () => (await (await fetch(`${base}/healthz`)).json()) as { policy: { sha256: string; generation: number } };
 
@@ -35,15 +27,7 @@ beforeAll(async () => {
     env: { ...process.env, PORT: String(port), REDIS_URL: '', POLICY_WASM_PATH: join(dir, 'policy.wasm'), POLICY_GOLDEN_PATH: join(dir, 'golden.json'), POLICY_WATCH: 'false', LOG_LEVEL: 'warn' },
     stdio: 'ignore',
   });
-  for (let i = 0; i < 100; i++) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('npm start did not come up within 10 s');
+  await waitFor(async () => (await fetch(`${base}/healthz`)).ok);
 });
 
 afterAll(async () => {

@@ -160,7 +160,10 @@ async function benchRuntime(runtime: string, redisUrl: string, baselinePort: num
       results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000, 0.05)));
     }
   } finally {
+    // Requests still in flight may write keys until the process has exited; delete after that.
+    const exited = new Promise((resolve) => gate.child.once('exit', resolve));
     gate.child.kill('SIGTERM');
+    await exited;
     await deletePrefix(redisUrl, prefix).catch(() => {});
   }
   return results;

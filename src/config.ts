@@ -65,10 +65,16 @@ const schema = z
     RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(20),
     TRUST_PROXY: bool.default(false),
 
+    /** Server processes sharing the port (Node cluster). More than 1 needs REDIS_URL. */
+    WORKERS: z.coerce.number().int().min(1).max(64).default(1),
+
     /** Admin endpoints that fabricate time-based state (absolute lifetime). Tests only. */
     INSECURE_TEST_HOOKS: bool.default(false),
   })
   .superRefine((c, ctx) => {
+    if (c.WORKERS > 1 && !c.REDIS_URL) {
+      ctx.addIssue({ code: 'custom', path: ['WORKERS'], message: 'more than one worker needs REDIS_URL (the memory store is per process)' });
+    }
     if (c.AGENT_MAX_LIFETIME_SECONDS > c.AGENT_ABSOLUTE_LIFETIME_SECONDS) {
       ctx.addIssue({
         code: 'custom',

@@ -1,4 +1,5 @@
 // Start-up: config -> store -> policy -> operators -> catalog -> app -> listen; graceful shutdown.
+import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import { buildApp } from './app.ts';
 import { systemClock } from './clock.ts';
@@ -43,6 +44,10 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.LOG_LEVEL);
+  if (config.WORKERS > 1 && cluster.isPrimary) {
+    superviseWorkers(config.WORKERS, logger);
+    return;
+  }
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient } = await openStore(config, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
@@ -92,6 +97,30 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/**
+ * Node cluster mode: the primary only forks workers that share the listening port and relays
+ * signals; each worker is a full agentgate on the shared Redis. A worker that dies is replaced,
+ * unless the primary is shutting down.
+ */
+function superviseWorkers(count: number, logger: Logger): void {
+  let stopping = false;
+  for (let i = 0; i < count; i++) cluster.fork();
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+      return;
+    }
+    logger.error('worker exited; starting another', { pid: worker.process.pid, code, signal });
+    cluster.fork();
+  });
+  const relay = (signal: NodeJS.Signals) => {
+    if (signal !== 'SIGHUP') stopping = true;
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
+  };
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => relay(signal));
+  logger.info('agentgate primary started workers', { workers: count });
 }
 
 main().catch((err: unknown) => {

@@ -53,3 +53,32 @@ describe('signals', () => {
     expect(await exited).toBe(0);
   });
 });
+
+describe('cluster mode (WORKERS)', () => {
+  it('two workers serve one port on a shared Redis and stop together on SIGTERM', async () => {
+    const { redisUrlForTests, uniquePrefix, deletePrefix } = await import('../support/redis.ts');
+    const redisUrl = await redisUrlForTests();
+    const prefix = uniquePrefix('workers');
+    const port = await freePort();
+    const primary = spawn(process.execPath, ['src/main.ts'], {
+      env: { ...process.env, PORT: String(port), WORKERS: '2', REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
+      stdio: 'ignore',
+    });
+    try {
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok);
+      const statuses = await Promise.all(Array.from({ length: 20 }, async () => (await fetch(`http://127.0.0.1:${port}/.well-known/agent-configuration`)).status));
+      expect(statuses.every((s) => s === 200)).toBe(true);
+      const exited = new Promise<number | null>((resolve) => primary.once('exit', (code) => resolve(code)));
+      primary.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (primary.exitCode === null) primary.kill('SIGKILL');
+      await deletePrefix(redisUrl, prefix);
+    }
+  });
+
+  it('refuses more than one worker without Redis', async () => {
+    const child = spawn(process.execPath, ['src/main.ts'], { env: { ...process.env, WORKERS: '2', REDIS_URL: '' }, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(2);
+  });
+});

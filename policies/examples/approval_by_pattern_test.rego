@@ -1,16 +1,55 @@
-package examples.approval_by_pattern_test
+package agentgate.examples.approval_by_pattern_test
 
 import rego.v1
 
-import data.examples.approval_by_pattern as ex
+import data.agentgate.examples.approval_by_pattern as ex
 
-test_matching_names_need_approval if {
-	ex.needs_approval({"capability": "payments.refund"})
-	ex.needs_approval({"capability": "admin.users.reset"})
-	ex.needs_approval({"capability": "files.delete"})
+# A grants input exactly as agentgate sends it (src/policy/types.ts).
+grants_input(mode, defaults, requests) := {
+	"now_ms": 1767225600000,
+	"action": "register",
+	"host": {"id": "hst_1", "status": "active", "linked": true, "default_capabilities": defaults},
+	"agent": {"id": null, "mode": mode},
+	"requests": [{"capability": c, "exists": true, "constraints": null, "previous_status": null} | some c in requests],
 }
 
-test_other_names_do_not if {
-	not ex.needs_approval({"capability": "payments.eu.refund"})
-	not ex.needs_approval({"capability": "weather_lookup"})
+test_matching_defaults_need_approval_instead_of_a_grant if {
+	defaults := ["payments.refund", "admin.users.reset", "files.delete", "read_file"]
+	out := ex.grants with input as grants_input("delegated", defaults, defaults)
+	out == {"decisions": [
+		{"capability": "payments.refund", "decision": "approval", "reason": "approval required for this kind of capability"},
+		{"capability": "admin.users.reset", "decision": "approval", "reason": "approval required for this kind of capability"},
+		{"capability": "files.delete", "decision": "approval", "reason": "approval required for this kind of capability"},
+		{"capability": "read_file", "decision": "grant"},
+	]}
+}
+
+test_autonomous_agents_too if {
+	out := ex.grants with input as grants_input("autonomous", ["payments.refund"], ["payments.refund", "echo"])
+	out.decisions == [
+		{"capability": "payments.refund", "decision": "approval", "reason": "approval required for this kind of capability"},
+		{"capability": "echo", "decision": "grant"},
+	]
+}
+
+test_one_star_stays_inside_one_segment if {
+	out := ex.grants with input as grants_input("delegated", ["payments.eu.refund"], ["payments.eu.refund"])
+	out.decisions == [{"capability": "payments.eu.refund", "decision": "grant"}]
+}
+
+test_a_deny_still_wins if {
+	out := ex.grants with input as grants_input("delegated", ["payments.refund"], ["payments.refund"])
+		with data.agentgate.blocked_capabilities as ["payments.refund"]
+	out.decisions == [{"capability": "payments.refund", "decision": "deny", "reason": "blocked by policy"}]
+}
+
+test_imposed_constraints_stay_attached if {
+	out := ex.grants with input as grants_input("delegated", [], ["payments.refund"])
+		with data.agentgate.imposed_constraints as {"payments.refund": {"amount": {"max": 50}}}
+	out.decisions == [{
+		"capability": "payments.refund",
+		"decision": "approval",
+		"reason": "approval required for this kind of capability",
+		"constraints": {"amount": {"max": 50}},
+	}]
 }

@@ -1,16 +1,44 @@
-# Example: autonomous agents (no person behind them) may never hold a class of capabilities.
-# To adopt: copy `autonomous_refusal` into agentgate.rego and add, right after the "unknown
-# capability" branch of `verdict`:
-#     } else := {"decision": "deny", "reason": reason} if {
-#         reason := autonomous_refusal(r)
-package examples.autonomous_class
+# Example (d): autonomous agents (no person behind them) may never hold or use a class of
+# capabilities, here every name starting with "payments.".
+#
+# To adopt it in agentgate.rego:
+#   1. Copy the rules of the "copy" section below.
+#   2. In `verdict`, right after the "unknown capability" branch, add the branch
+#          } else := {"decision": "deny", "reason": reason} if {
+#              reason := autonomous_refusal(r.capability)
+#   3. For grants made before the change (an administrator may have approved one), rename the
+#      current `execute` to `constraint_decision` and copy `execute` from the "adopted" section,
+#      with `constraint_decision` in place of `policy.execute`.
+#   4. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+# The grant is refused (400 invalid_capabilities at register and request-capability); an execute
+# on an older grant is 403 capability_not_granted with the reason.
+package agentgate.examples.autonomous_class
 
 import rego.v1
 
-autonomous_forbidden_prefixes := ["payments.", "admin."]
+import data.agentgate as policy
 
-autonomous_refusal(r) := "autonomous agents may not hold this class of capabilities" if {
+# ---- Copy into agentgate.rego ------------------------------------------------------------------
+
+autonomous_forbidden_prefixes := ["payments."]
+
+# input.agent.mode is in the input of both entrypoints.
+autonomous_refusal(capability) := "autonomous agents may not use this class of capabilities" if {
 	input.agent.mode == "autonomous"
 	some prefix in autonomous_forbidden_prefixes
-	startswith(r.capability, prefix)
+	startswith(capability, prefix)
 }
+
+# ---- The default policy with this example adopted ----------------------------------------------
+# What agentgate.rego decides once the steps above are done, so the tests show agentgate's answers.
+
+grants := {"decisions": [decision(r) | some r in input.requests]}
+
+decision(r) := {"capability": r.capability, "decision": "deny", "reason": reason} if {
+	r.exists == true # an unknown capability keeps its own reason
+	reason := autonomous_refusal(r.capability)
+} else := policy.decision(r)
+
+execute := {"allow": false, "violations": [], "reason": reason} if {
+	reason := autonomous_refusal(input.capability)
+} else := policy.execute

@@ -1,20 +1,47 @@
-# Example: block a capability for everyone, or only for one host.
-# To adopt: copy `blocked_reason` into agentgate.rego and add, right after the "unknown capability"
-# branch of `verdict`:
-#     } else := {"decision": "deny", "reason": reason} if {
-#         reason := blocked_reason(r)
-# A denied request makes register and request-capability answer 400 invalid_capabilities.
-package examples.block_capability
+# Example (a): block a capability for everyone, or only for one host.
+#
+# To adopt it in agentgate.rego:
+#   1. Copy the rules of the "copy" section below.
+#   2. In `verdict`, right after the "unknown capability" branch, add the branch
+#          } else := {"decision": "deny", "reason": reason} if {
+#              reason := block_reason(r.capability, input.host.id)
+#   3. A grant made before the change still executes. To stop those at once, rename the current
+#      `execute` to `constraint_decision` and copy `execute` from the "adopted" section, with
+#      `constraint_decision` in place of `policy.execute`.
+#   4. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+# A denied request makes register and request-capability answer 400 invalid_capabilities; the
+# execute refusal is 403 capability_not_granted with the reason. For "everyone" alone, adding the
+# name to blocked_capabilities in data.json is enough; this rule form also covers single hosts.
+package agentgate.examples.block_capability
 
 import rego.v1
 
+import data.agentgate as policy
+
+# ---- Copy into agentgate.rego ------------------------------------------------------------------
+
+# Never granted to any agent.
 blocked_everywhere := {"purge_all_data"}
 
-# Host ids (as agentgate reports them in input.host.id) and what each may never receive.
+# Host id (input.host.id at grant time, input.agent.host_id at execute) -> what it may never get.
 blocked_for_host := {"hst_untrusted": {"transfer_money"}}
 
-blocked_reason(r) := "blocked for every host" if {
-	r.capability in blocked_everywhere
+block_reason(capability, host_id) := "blocked for every host" if {
+	capability in blocked_everywhere
 } else := "blocked for this host" if {
-	r.capability in object.get(blocked_for_host, input.host.id, set())
+	capability in object.get(blocked_for_host, host_id, set())
 }
+
+# ---- The default policy with this example adopted ----------------------------------------------
+# What agentgate.rego decides once the steps above are done, so the tests show agentgate's answers.
+
+grants := {"decisions": [decision(r) | some r in input.requests]}
+
+decision(r) := {"capability": r.capability, "decision": "deny", "reason": reason} if {
+	r.exists == true # an unknown capability keeps its own reason
+	reason := block_reason(r.capability, input.host.id)
+} else := policy.decision(r)
+
+execute := {"allow": false, "violations": [], "reason": reason} if {
+	reason := block_reason(input.capability, input.agent.host_id)
+} else := policy.execute

@@ -1,33 +1,55 @@
-# Example: refuse execution outside a time window. WebAssembly has no clock, so agentgate puts the
-# time in input.now_ms (epoch milliseconds, UTC); time.* builtins do not exist here.
-# To adopt: in agentgate.rego, rename the current `execute` to `constraint_decision` and define
-#     execute := outside_window_refusal if outside_window else := constraint_decision
-# agentgate answers a refusal without violations with 403 capability_not_granted and the reason.
-package examples.time_window
+# Example (e): refuse execution outside a time window: transfer_money runs on weekdays from 08:00
+# to 18:00 UTC only. WebAssembly has no clock, so agentgate puts the time of the call in
+# input.now_ms (epoch milliseconds); time.* builtins do not exist here. Outside the window the
+# execute decision refuses with a reason and no violations, which agentgate answers with
+# 403 capability_not_granted and that reason; inside it, the constraints decide as before.
+#
+# To adopt it in agentgate.rego:
+#   1. Copy the rules of the "copy" section below.
+#   2. Rename the current `execute` to `constraint_decision` and add
+#          execute := window_refusal if {
+#              outside_window
+#          } else := constraint_decision
+#   3. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+package agentgate.examples.time_window
 
 import rego.v1
 
-# Capabilities that may only run on weekdays between 08:00 and 18:00 UTC.
-windowed := {"transfer_money"}
+import data.agentgate as policy
 
-start_hour_utc := 8
+# ---- Copy into agentgate.rego ------------------------------------------------------------------
 
-end_hour_utc := 18
+windowed_capabilities := {"transfer_money"}
+
+window_start_hour_utc := 8 # inclusive
+
+window_end_hour_utc := 18 # exclusive
 
 hour_utc := floor(input.now_ms / 3600000) % 24
 
-# 1970-01-01 was a Thursday: day 0 is Thursday, so days 2 and 3 are Saturday and Sunday.
+# 1970-01-01 was a Thursday, so day 0 is a Thursday and days 2 and 3 are Saturday and Sunday.
 weekday_utc := floor(input.now_ms / 86400000) % 7
 
+weekend_days := {2, 3}
+
+# Also true when now_ms is missing or not a number: no time, no window, fail closed.
 outside_window if {
-	input.capability in windowed
+	input.capability in windowed_capabilities
 	not inside_window
 }
 
 inside_window if {
-	hour_utc >= start_hour_utc
-	hour_utc < end_hour_utc
-	not weekday_utc in {2, 3}
+	is_number(input.now_ms)
+	hour_utc >= window_start_hour_utc
+	hour_utc < window_end_hour_utc
+	not weekday_utc in weekend_days
 }
 
-outside_window_refusal := {"allow": false, "violations": [], "reason": "outside the permitted hours (weekdays 08:00-18:00 UTC)"}
+window_refusal := {"allow": false, "violations": [], "reason": "outside the permitted hours (weekdays 08:00-18:00 UTC)"}
+
+# ---- The default policy with this example adopted ----------------------------------------------
+# What agentgate.rego decides once the steps above are done, so the tests show agentgate's answers.
+
+execute := window_refusal if {
+	outside_window
+} else := policy.execute

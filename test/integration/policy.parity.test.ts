@@ -1,10 +1,12 @@
 // Parity (issue 3): every case of test/cases/constraints.json, the file the compiled-policy unit
-// test runs, also runs through the real HTTP decision path: a signed execute against a server whose
-// agent holds exactly the case's grants. Grants are written through the store, as if made before
-// an operator disappeared, so cases that the server would refuse at grant time still reach execute.
+// test runs (test/unit/policy.constraints.test.ts), also runs through the real HTTP path. The
+// agent registers with the case's constraints, so grant-time validation applies: a case marked
+// `grantTime` must be refused at registration with 400 and that code, and every other case must be
+// accepted and then decided by a signed execute exactly as the policy alone decides it (200, or
+// 403 constraint_violated with the same violations). Further grants of a case are written through
+// the store, as api.execute.test.ts does, after each was shown to be accepted at grant time too.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { unknownOperators } from '../../src/domain/constraints.ts';
 import type { GrantRecord } from '../../src/domain/types.ts';
 import type { Violation } from '../../src/policy/types.ts';
 import { Client, code } from '../support/client.ts';
@@ -12,50 +14,79 @@ import { startTestServer, type TestServer } from '../support/server.ts';
 
 interface ConstraintCase {
   name: string;
+  grantTime?: string;
   constraints: Record<string, unknown> | null;
   other_grants?: Array<Record<string, unknown> | null>;
   arguments: Record<string, unknown>;
-  expected: { allow: boolean; violations: Violation[] };
+  expected: { allow: boolean; grant?: number; violations: Violation[] };
 }
 
-const cases = JSON.parse(readFileSync('test/cases/constraints.json', 'utf8')) as ConstraintCase[];
+const cases = JSON.parse(readFileSync(new URL('../cases/constraints.json', import.meta.url), 'utf8')) as ConstraintCase[];
+const CAPABILITY = 'probe';
 
 let server: TestServer;
 let c: Client;
 
 beforeAll(async () => {
   server = await startTestServer({
-    capabilities: [{ name: 'probe', description: 'echoes; its schema coerces nothing', input: { type: 'object' }, handler: { type: 'echo' } }],
+    // `{type: 'object'}` declares no numeric field, so no argument is coerced before the policy.
+    capabilities: [{ name: CAPABILITY, description: 'echoes; its schema coerces nothing', input: { type: 'object' }, handler: { type: 'echo' } }],
   });
   c = new Client(server);
 });
 afterAll(() => server.close());
 
-describe('constraint cases through HTTP execute', () => {
-  it.each(cases.map((x) => [x.name, x] as const))('%s', async (_name, x) => {
-    const agent = await c.activeAgent(['probe']);
-    const snapshot = (await server.store.getAgent(agent.id))!;
-    const template = snapshot.grants[0]!;
-    const grants: GrantRecord[] = [x.constraints, ...(x.other_grants ?? [])].map((constraints, i) => {
-      const { constraints: _dropped, ...rest } = template;
-      return { ...rest, id: `grt_case_${i}`, ...(constraints === null ? {} : { constraints }) };
-    });
-    expect((await server.store.casAgent(agent.id, snapshot.agent.version, { replaceGrants: grants })).ok).toBe(true);
+/** The capability as an agent asks for it: by name alone when the case has no constraints. */
+const proposal = (constraints: Record<string, unknown> | null) => (constraints === null ? CAPABILITY : { name: CAPABILITY, constraints });
 
-    const res = await c.execute(agent, 'probe', x.arguments);
-    const unknown = [...new Set(grants.flatMap((g) => unknownOperators(g.constraints, server.app.deps.operators)))];
-    if (unknown.length > 0) {
-      // Refused before the policy runs; the compiled policy alone fails closed on the same case.
-      expect(code(res)).toBe('400 unknown_constraint_operator');
-      expect(res.json.unknown_operators).toEqual(unknown);
-      expect(x.expected.allow).toBe(false);
-    } else if (x.expected.allow) {
-      expect(res.status, res.text).toBe(200);
-    } else if (x.expected.violations.length > 0) {
-      expect(code(res)).toBe('403 constraint_violated');
-      expect(res.json.violations).toStrictEqual(x.expected.violations);
-    } else {
-      expect(code(res)).toBe('403 capability_not_granted');
+/** Operators in `constraints` this server does not know, in first-seen order. */
+function unknownOperators(constraints: Record<string, unknown> | null): string[] {
+  const ops = Object.values(constraints ?? {}).flatMap((v) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v) : []));
+  return [...new Set(ops.filter((op) => !server.app.deps.operators.has(op)))];
+}
+
+describe('constraint cases through HTTP: registration, then a signed execute', () => {
+  it.each(cases.map((x) => [x.name, x] as const))('%s', async (_name, x) => {
+    if (x.grantTime !== undefined) {
+      const host = await c.linkedHost([CAPABILITY]);
+      const { res } = await c.register(host, { mode: 'delegated', capabilities: [proposal(x.constraints)] });
+      expect(code(res), res.text).toBe(`400 ${x.grantTime}`);
+      if (x.grantTime === 'unknown_constraint_operator') expect(res.json.unknown_operators).toEqual(unknownOperators(x.constraints));
+      return;
     }
+
+    const agent = await c.activeAgent([proposal(x.constraints)]);
+    const extra = x.other_grants ?? [];
+    if (extra.length > 0) {
+      // Each further grant is one the server accepts at grant time (on a throwaway agent)...
+      for (const constraints of extra) await c.activeAgent([proposal(constraints)]);
+      // ...and is added beside the registered one. Grants are read back sorted by id, so the ids
+      // keep the case's order: the policy reports the first grant's violations.
+      const snapshot = (await server.store.getAgent(agent.id))!;
+      const registered = snapshot.grants[0]!;
+      const { constraints: _registered, ...template } = registered;
+      const grants: GrantRecord[] = [
+        { ...registered, id: 'grt_case_0' },
+        ...extra.map((constraints, i) => ({ ...template, id: `grt_case_${i + 1}`, ...(constraints === null ? {} : { constraints }) })),
+      ];
+      expect((await server.store.casAgent(agent.id, snapshot.agent.version, { replaceGrants: grants })).ok).toBe(true);
+    }
+
+    const res = await c.execute(agent, CAPABILITY, x.arguments);
+    if (x.expected.allow) {
+      expect(res.status, res.text).toBe(200);
+      expect(res.json).toEqual({ data: { capability: CAPABILITY, arguments: x.arguments } });
+    } else {
+      expect(code(res), res.text).toBe('403 constraint_violated');
+      // toStrictEqual: `actual` must be absent (not null) when the argument was missing.
+      expect(res.json.violations).toStrictEqual(x.expected.violations);
+    }
+  });
+
+  it('registers the case constraints unchanged, so the policy sees what the unit test gives it', async () => {
+    const constraints = { amount: { min: 1, max: 500 }, path: { prefix: ['/reports/'] }, currency: 'EUR' };
+    const agent = await c.activeAgent([proposal(constraints)]);
+    const snapshot = (await server.store.getAgent(agent.id))!;
+    expect(snapshot.grants.map((g) => g.constraints)).toEqual([constraints]);
   });
 });

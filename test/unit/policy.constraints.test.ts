@@ -1,18 +1,25 @@
 // The constraint semantics of DESIGN §6, run through the real compiled policy
-// (policies/dist/policy.wasm). The cases live in test/cases/constraints.json so that the operator
-// unit tests can run the very same cases and the two evaluators cannot drift apart.
+// (policies/dist/policy.wasm) with the shipped operator plugins (plugins/) answering
+// agentgate.operator, as agentgate wires them. The cases live in test/cases/constraints.json, which
+// test/integration/policy.parity.test.ts also runs through HTTP, so the two cannot drift apart.
 //
-// Case format: {name, constraints, other_grants?, arguments, expected: {allow, grant?, violations}}.
-// `constraints` belongs to the first grant; `other_grants` lists the constraints of further grants
-// in order; `expected.grant` is the index of the grant that allows (default 0).
+// Case format: {name, grantTime?, constraints, other_grants?, arguments, expected: {allow, grant?,
+// violations}}. `constraints` belongs to the first grant; `other_grants` lists the constraints of
+// further grants in order; `expected.grant` is the index of the grant that allows (default 0).
+// `grantTime` is the error code (400) with which the server refuses the first grant's constraints
+// when they are requested; the HTTP test asserts that refusal. Here the policy still sees such a
+// grant, as it would one made before an operator was removed, and must fail closed on it.
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { loadPlugins } from '../../src/operators/plugin-loader.ts';
+import { BUILTIN_OPERATORS, OperatorRegistry } from '../../src/operators/registry.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import type { WasmPolicyEngine } from '../../src/policy/engine.ts';
 import type { ExecuteInput, Violation } from '../../src/policy/types.ts';
 
 interface ConstraintCase {
   name: string;
+  grantTime?: string;
   constraints: Record<string, unknown> | null;
   other_grants?: Array<Record<string, unknown> | null>;
   arguments: Record<string, unknown>;
@@ -33,18 +40,33 @@ function executeInput(c: ConstraintCase): ExecuteInput {
   };
 }
 
+/** Operator names used by a case's grants; exact values count as '(exact)'. */
+const operatorsOf = (c: ConstraintCase) => [c.constraints, ...(c.other_grants ?? [])].flatMap((g) => Object.values(g ?? {}).flatMap((v) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v) : ['(exact)'])));
+
 describe('constraint cases through the compiled policy', () => {
   let engine: WasmPolicyEngine;
+  let registry: OperatorRegistry;
   beforeAll(async () => {
+    registry = new OperatorRegistry(await loadPlugins(new URL('plugins', root).pathname));
     engine = await loadPolicyEngine({
       wasmPath: new URL('policies/dist/policy.wasm', root).pathname,
       goldenPath: new URL('policies/golden.json', root).pathname,
+      operator: (name, operand, actual) => registry.evaluate(name, operand, actual),
     });
   });
 
-  it('covers every built-in operator and an unknown one', () => {
-    const ops = new Set(cases.flatMap((c) => Object.values(c.constraints ?? {}).flatMap((v) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v) : ['(exact)']))));
-    for (const op of ['(exact)', 'eq', 'min', 'max', 'in', 'not_in', 'starts_with']) expect(ops).toContain(op);
+  it('covers every built-in operator, a shipped plugin operator and an unknown one', () => {
+    const ops = new Set(cases.flatMap(operatorsOf));
+    for (const op of ['(exact)', ...BUILTIN_OPERATORS.map((o) => o.name), 'prefix', 'starts_with']) expect(ops).toContain(op);
+    expect(registry.has('prefix')).toBe(true);
+    expect(registry.has('starts_with')).toBe(false);
+  });
+
+  it('marks a grant-time refusal on every case whose operators the server does not know', () => {
+    for (const c of cases) {
+      const unknown = operatorsOf(c).filter((op) => op !== '(exact)' && !registry.has(op));
+      if (unknown.length > 0) expect(c.grantTime, c.name).toBe('unknown_constraint_operator');
+    }
   });
 
   it.each(cases.map((c) => [c.name, c] as const))('%s', (_name, c) => {

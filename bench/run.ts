@@ -1,12 +1,20 @@
 // `npm run bench`: starts Redis-backed agentgate and a bare Express baseline on loopback, provisions
 // agents with constrained grants, and drives POST /capability/execute with a fresh, pre-signed agent
 // JWT per request at several concurrencies. Reports req/s, p50/p99 latency, errors and the ratio
-// execute/baseline measured in the same run. Bounded: every run has a fixed duration.
+// execute/baseline measured in the same run, and what each request cost in CPU in the server, in
+// Redis and in the load generator (from /proc and INFO cpu). Bounded: every run has a fixed duration.
+//
+// Settings (environment): BENCH_DURATION_SECONDS (10), BENCH_CONNECTIONS (16,64), BENCH_SCENARIOS
+// (allowed,violated,replay), BENCH_RUNTIMES (24; 24,20 also runs the Node 20 build), BENCH_WORKERS
+// (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof, profiles there; read
+// them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND (16000).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
 import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../test/support/redis.ts';
 import { freePort } from '../test/support/net.ts';
@@ -15,8 +23,16 @@ import { presign, type BenchAgent } from './jwt.ts';
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
 const CONCURRENCIES = (process.env.BENCH_CONNECTIONS ?? '16,64').split(',').map(Number);
 const AGENT_COUNT = 32;
+/** Tokens signed per second of a timed window: above any rate this machine reaches, so none repeats. */
+const TOKENS_PER_SECOND = Number(process.env.BENCH_TOKENS_PER_SECOND ?? 16_000);
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 const CAPABILITY = 'transfer_money';
+/** Which execute scenarios run (all by default): allowed, violated, replay. */
+const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? 'allowed,violated,replay').split(',').map((s) => s.trim()));
+/** agentgate's worker processes (its WORKERS setting); 1 runs the single-process server. */
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
+/** When set, agentgate runs with --cpu-prof and writes its profiles there. */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 const CONSTRAINTS = { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } };
 
 interface Measured {
@@ -29,6 +45,52 @@ interface Measured {
   non2xx: number;
   errors: number;
   timeouts: number;
+  /** CPU time per request, µs: the server under test (with its workers), Redis, the load generator. */
+  cpuUsPerRequest: { server: number; redis: number; generator: number };
+}
+
+/**
+ * CPU seconds (user + system) used so far by `pid` and its live descendants, from /proc (Linux;
+ * NaN elsewhere). Workers are descendants, so cluster mode is counted whole.
+ */
+function processTreeCpuSeconds(pid: number): number {
+  try {
+    const ticksPerSecond = 100;
+    const stats = new Map<number, { ppid: number; ticks: number }>();
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        // Fields after the command name, which is in parentheses and may contain spaces.
+        const text = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+        stats.set(Number(entry), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+      } catch {
+        // The process exited while we looked.
+      }
+    }
+    let ticks = 0;
+    const pending = [pid];
+    while (pending.length > 0) {
+      const current = pending.pop()!;
+      ticks += stats.get(current)?.ticks ?? 0;
+      for (const [child, stat] of stats) if (stat.ppid === current) pending.push(child);
+    }
+    return ticks / ticksPerSecond;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const read = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
+  return read('used_cpu_user') + read('used_cpu_sys');
+}
+
+/** What the three parts of a run cost in CPU, read before and after a timed window. */
+interface CpuProbe {
+  serverPid: number;
+  redis: Redis;
 }
 
 /**
@@ -43,9 +105,9 @@ function gateCommand(runtime: string): { node: string; script: string; env: Reco
   throw new Error(`unknown runtime ${runtime} in BENCH_RUNTIMES (use 24 and/or 20)`);
 }
 
-function startProcess(script: string, env: Record<string, string>, node = process.execPath): Promise<{ child: ChildProcess; port: number }> {
+function startProcess(script: string, env: Record<string, string>, node = process.execPath, nodeArgs: string[] = []): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(node, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(node, [...nodeArgs, script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     const timer = setTimeout(() => reject(new Error(`${script} did not start within 15 s`)), 15_000);
     let buffered = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -84,8 +146,9 @@ async function provision(base: string): Promise<BenchAgent[]> {
   return agents;
 }
 
-async function drive(scenario: string, url: string, connections: number, bodies: string[], tokens: string[]): Promise<Measured> {
+async function drive(scenario: string, url: string, connections: number, bodies: string[], tokens: string[], probe: CpuProbe): Promise<Measured> {
   let next = 0;
+  const before = { server: processTreeCpuSeconds(probe.serverPid), redis: await redisCpuSeconds(probe.redis), generator: process.cpuUsage() };
   const result = await autocannon({
     url,
     connections,
@@ -103,6 +166,8 @@ async function drive(scenario: string, url: string, connections: number, bodies:
     ],
   });
   if (next > tokens.length && tokens.length > 1) process.stderr.write(`warning: ${scenario} used ${next} requests but only ${tokens.length} tokens were signed\n`);
+  const generator = process.cpuUsage(before.generator);
+  const perRequestUs = (seconds: number) => Math.round((seconds * 1e6) / Math.max(1, result.requests.total));
   return {
     scenario,
     connections,
@@ -113,6 +178,11 @@ async function drive(scenario: string, url: string, connections: number, bodies:
     non2xx: result.non2xx,
     errors: result.errors,
     timeouts: result.timeouts,
+    cpuUsPerRequest: {
+      server: perRequestUs(processTreeCpuSeconds(probe.serverPid) - before.server),
+      redis: perRequestUs((await redisCpuSeconds(probe.redis)) - before.redis),
+      generator: perRequestUs((generator.user + generator.system) / 1e6),
+    },
   };
 }
 
@@ -126,27 +196,32 @@ function tokensFor(agents: BenchAgent[], aud: string, ceilingPerSecond: number, 
 async function main(): Promise<void> {
   const redisUrl = await redisUrlForTests();
   const baseline = await startProcess('bench/baseline-server.ts', { PORT: '0' });
+  const redis = new Redis(redisUrl, { commandTimeout: 5000, maxRetriesPerRequest: 1 });
   const results: Measured[] = [];
   try {
-    for (const runtime of RUNTIMES) results.push(...(await benchRuntime(runtime, redisUrl, baseline.port)));
+    for (const runtime of RUNTIMES) results.push(...(await benchRuntime(runtime, redisUrl, { pid: baseline.child.pid!, port: baseline.port }, redis)));
   } finally {
     baseline.child.kill('SIGTERM');
+    redis.disconnect();
   }
   report(results);
 }
 
-async function benchRuntime(runtime: string, redisUrl: string, baselinePort: number): Promise<Measured[]> {
+async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: number; port: number }, redis: Redis): Promise<Measured[]> {
   const command = gateCommand(runtime);
+  const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
   // A throwaway prefix the test support may delete afterwards (it refuses any other).
   const prefix = uniquePrefix('bench');
   const gate = await startProcess(command.script, {
     ...command.env,
     PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
-    RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000',
-  }, command.node);
+    RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000', WORKERS: String(WORKERS),
+  }, command.node, nodeArgs);
   const base = `http://127.0.0.1:${gate.port}`;
   const results: Measured[] = [];
-  const label = (s: string) => `${s} [Node ${runtime}]`;
+  const label = (s: string) => `${s} [Node ${runtime}${WORKERS > 1 ? `, ${WORKERS} workers` : ''}]`;
+  const gateProbe = { serverPid: gate.child.pid!, redis };
+  const baselineProbe = { serverPid: baseline.pid, redis };
   try {
     // JWT audiences come from what the server advertises, as a real client's would.
     const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string };
@@ -154,10 +229,11 @@ async function benchRuntime(runtime: string, redisUrl: string, baselinePort: num
     const allowed = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 250, currency: 'USD' } })];
     const violating = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 5000, currency: 'GBP' } })];
     for (const connections of CONCURRENCIES) {
-      results.push(await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baselinePort}/capability/execute`, connections, allowed, ['unused']));
-      results.push(await drive(label('execute: allowed, constrained grant'), discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000)));
-      results.push(await drive(label('execute: constraint violated (403 expected)'), discovery.default_location, connections, violating, tokensFor(agents, discovery.default_location, 8000)));
-      results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), discovery.default_location, connections, allowed, tokensFor(agents, discovery.default_location, 8000, 0.05)));
+      results.push(await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baseline.port}/capability/execute`, connections, allowed, ['unused'], baselineProbe));
+      const url = discovery.default_location;
+      if (SCENARIOS.has('allowed')) results.push(await drive(label('execute: allowed, constrained grant'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+      if (SCENARIOS.has('violated')) results.push(await drive(label('execute: constraint violated (403 expected)'), url, connections, violating, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+      if (SCENARIOS.has('replay')) results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0.05), gateProbe));
     }
   } finally {
     // Requests still in flight may write keys until the process has exited; delete after that.
@@ -174,15 +250,15 @@ function report(results: Measured[]): void {
   const lines = [
     `Machine: ${machine}. Duration ${DURATION_SECONDS} s per row; load generator (autocannon) on the same machine.`,
     '',
-    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | CPU µs/req: server, Redis, generator |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of results) {
     // The ratio is against the baseline measured just before it, at the same concurrency.
     const index = results.indexOf(r);
     const baseline = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
     const ratio = baseline ? (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2) : '';
-    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} |`);
+    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} | ${r.cpuUsPerRequest.server}, ${r.cpuUsPerRequest.redis}, ${r.cpuUsPerRequest.generator} |`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
   void mkdir('bench/results', { recursive: true }).then(() => writeFile('bench/results/latest.json', JSON.stringify({ machine, results }, null, 2)));

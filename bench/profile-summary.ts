@@ -1,0 +1,65 @@
+// `node bench/profile-summary.ts <file.cpuprofile> [top]`: the top costs in a V8 CPU profile, as
+// `npm run bench` writes with BENCH_PROFILE_DIR. Prints self time per function and per source
+// (a package under node_modules, a file of ours, or Node's internals), so a profile can be read
+// and recorded in bench/RESULTS.md without a browser.
+import { readFileSync } from 'node:fs';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const [file, topArg] = process.argv.slice(2);
+if (!file) {
+  process.stderr.write('usage: node bench/profile-summary.ts <file.cpuprofile> [top]\n');
+  process.exit(2);
+}
+const top = Number(topArg ?? 25);
+const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
+const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+
+/** Where a frame's code lives: a package, one of our files, Node internals or the VM itself. */
+function sourceOf(url: string, functionName: string): string {
+  if (url === '') return functionName.startsWith('(') ? functionName : '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1]!;
+  if (url.startsWith('node:')) return 'node internals';
+  const ours = /\/(src|plugins|bench)\/(.*)$/.exec(url);
+  return ours ? `${ours[1]}/${ours[2]}` : url;
+}
+
+const selfUsByFunction = new Map<string, number>();
+const selfUsBySource = new Map<string, number>();
+let totalUs = 0;
+for (let i = 0; i < profile.samples.length; i++) {
+  const node = byId.get(profile.samples[i]!);
+  const deltaUs = profile.timeDeltas[i] ?? 0;
+  if (!node) continue;
+  totalUs += deltaUs;
+  const { functionName, url, lineNumber } = node.callFrame;
+  const source = sourceOf(url, functionName);
+  const name = `${functionName || '(anonymous)'} ${url ? `${source}:${lineNumber + 1}` : ''}`.trim();
+  selfUsByFunction.set(name, (selfUsByFunction.get(name) ?? 0) + deltaUs);
+  selfUsBySource.set(source, (selfUsBySource.get(source) ?? 0) + deltaUs);
+}
+
+const idleUs = selfUsBySource.get('(idle)') ?? 0;
+const busyUs = totalUs - idleUs;
+const table = (title: string, entries: Map<string, number>) => {
+  const rows = [...entries].filter(([k]) => k !== '(idle)' && !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top);
+  const lines = [`| ${title} | ms | % of busy |`, '|---|---|---|'];
+  for (const [k, us] of rows) lines.push(`| ${k.replaceAll('|', '\\|')} | ${(us / 1000).toFixed(0)} | ${((100 * us) / busyUs).toFixed(1)} |`);
+  return lines.join('\n');
+};
+
+process.stdout.write(
+  `Profile ${file}: ${(totalUs / 1e6).toFixed(2)} s sampled on the main thread, ${(100 * idleUs / totalUs).toFixed(1)} % idle.\n\n`
+  + `${table('source (self time)', selfUsBySource)}\n\n${table('function (self time)', selfUsByFunction)}\n`,
+);

@@ -1,0 +1,82 @@
+// Issue 5, DESIGN §2 step 4: an allowed execute costs exactly one Redis round trip. Measured on
+// the wire, not asserted from the code: the server's Redis connection goes through a counting
+// proxy (test/support/redis-proxy.ts) that records every command and every round trip, and each
+// allowed execute must send the execute script and the rate limiter's two commands (agent and
+// host budgets) in one pipeline, and nothing else. Redis standalone; on a Redis Cluster the host
+// budget lives in the host's slot, so its command goes to that node in parallel.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '../support/client.ts';
+import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { redisUrlForTests } from '../support/redis.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const CONSTRAINED = { name: 'transfer_money', constraints: { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } } };
+const ALLOWED = { amount: 250, currency: 'USD' };
+
+let proxy: RedisProxy;
+let server: TestServer;
+let c: Client;
+
+beforeAll(async () => {
+  proxy = await startRedisProxy(await redisUrlForTests());
+  server = await startTestServer({ store: 'redis', redisUrl: proxy.url });
+  c = new Client(server);
+});
+afterAll(async () => {
+  await server?.close();
+  await proxy?.close();
+});
+
+/** Lets anything sent after the response (fire-and-forget work) reach the proxy before we look. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+/** What one call sent: the commands with their first key, and the round trips per connection. */
+async function measure(call: () => Promise<{ status: number; text: string }>) {
+  await settle();
+  proxy.reset();
+  const res = await call();
+  await settle();
+  return {
+    res,
+    commands: proxy.commands.map((command) => ({ name: command.name, key: command.name === 'EVALSHA' ? command.args[2] : command.args[0] })),
+    roundTrips: [...proxy.roundTrips().values()],
+  };
+}
+
+describe('Redis round trips of POST /capability/execute', () => {
+  it('an allowed execute with a constrained grant is one round trip: the execute script and the agent and host budgets, pipelined', async () => {
+    const agent = await c.activeAgent([CONSTRAINED]);
+    // The first call may load the scripts into Redis (NOSCRIPT, then EVAL) and fill the key cache.
+    expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
+
+    for (let i = 0; i < 5; i++) {
+      const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
+      expect(res.status, res.text).toBe(200);
+      expect(roundTrips).toEqual([1]);
+      expect(commands).toHaveLength(3);
+      expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
+      const keys = commands.map((command) => command.key ?? '');
+      expect(keys.filter((key) => key.includes(`{${agent.id}}`))).toHaveLength(1);
+      expect(keys.filter((key) => key.includes('rl:agent'))).toHaveLength(1);
+      expect(keys.filter((key) => key.includes('rl:host'))).toHaveLength(1);
+    }
+  });
+
+  it('a constraint-violating execute costs the same single round trip (the jti is burnt and the budgets spent)', async () => {
+    const agent = await c.activeAgent([CONSTRAINED]);
+    expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
+    const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', { amount: 5000, currency: 'USD' }));
+    expect(res.status, res.text).toBe(403);
+    expect(roundTrips).toEqual([1]);
+    expect(commands).toHaveLength(3);
+  });
+
+  it('the count is real: a cold key cache costs one more round trip, for reading the agent', async () => {
+    const agent = await c.activeAgent([CONSTRAINED]);
+    expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
+    server.app.deps.keys.invalidate(agent.id);
+    const { res, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
+    expect(res.status, res.text).toBe(200);
+    expect(roundTrips).toEqual([2]);
+  });
+});

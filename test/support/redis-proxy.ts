@@ -1,0 +1,125 @@
+// A loopback TCP proxy in front of a real Redis that records what clients send: every command
+// (parsed from RESP) and every round trip. A round trip starts when a client sends after Redis
+// has answered (or on its first send): commands a client pipelines go out before any answer
+// comes back and so share one round trip, while a command sent after waiting for an answer starts
+// a new one. Tests use it to count what a request costs in Redis, measured on the wire.
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+
+export interface ProxiedCommand {
+  /** Which client connection sent it, numbered from 1 in connection order. */
+  connection: number;
+  /** Which round trip of that connection it belongs to, numbered from 1. */
+  roundTrip: number;
+  /** The command name, upper case, and its arguments (each cut to 200 characters). */
+  name: string;
+  args: string[];
+}
+
+export interface RedisProxy {
+  url: string;
+  commands: ProxiedCommand[];
+  /** Round trips per connection so far. */
+  roundTrips(): Map<number, number>;
+  /** Forgets what was recorded so far (connections stay open). */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const MAX_RECORDED_ARG_CHARS = 200;
+
+export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> {
+  const upstream = new URL(upstreamUrl);
+  const commands: ProxiedCommand[] = [];
+  const roundTripCounts = new Map<number, number>();
+  const sockets = new Set<Socket>();
+  let connections = 0;
+
+  const server: Server = createServer((client) => {
+    const connection = ++connections;
+    const redis = connect({ host: upstream.hostname, port: Number(upstream.port || 6379) });
+    sockets.add(client).add(redis);
+    const parser = new RespCommandParser();
+    // True when the last thing on this connection was Redis answering (or nothing yet).
+    let awaitingClient = true;
+    client.on('data', (chunk: Buffer) => {
+      if (awaitingClient) roundTripCounts.set(connection, (roundTripCounts.get(connection) ?? 0) + 1);
+      awaitingClient = false;
+      const roundTrip = roundTripCounts.get(connection)!;
+      for (const [name, ...args] of parser.push(chunk)) commands.push({ connection, roundTrip, name: name!.toUpperCase(), args });
+      redis.write(chunk);
+    });
+    redis.on('data', (chunk: Buffer) => {
+      awaitingClient = true;
+      client.write(chunk);
+    });
+    const end = () => {
+      client.destroy();
+      redis.destroy();
+      sockets.delete(client);
+      sockets.delete(redis);
+    };
+    client.on('close', end).on('error', end);
+    redis.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    commands,
+    roundTrips: () => new Map(roundTripCounts),
+    reset() {
+      commands.length = 0;
+      roundTripCounts.clear();
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * Incremental parser for what Redis clients send: RESP arrays of bulk strings, possibly split
+ * across or packed into TCP chunks. Yields each complete command as its strings.
+ */
+class RespCommandParser {
+  private buffer = Buffer.alloc(0);
+
+  push(chunk: Buffer): string[][] {
+    this.buffer = Buffer.concat([this.buffer, chunk]);
+    const parsed: string[][] = [];
+    for (;;) {
+      const command = this.next();
+      if (!command) return parsed;
+      parsed.push(command);
+    }
+  }
+
+  /** One whole command from the front of the buffer, consumed; null when it is incomplete. */
+  private next(): string[] | null {
+    let offset = 0;
+    const line = (): string | null => {
+      const end = this.buffer.indexOf('\r\n', offset);
+      if (end < 0) return null;
+      const text = this.buffer.toString('latin1', offset, end);
+      offset = end + 2;
+      return text;
+    };
+    const header = line();
+    if (header === null) return null;
+    if (!header.startsWith('*')) throw new Error(`the proxy only understands RESP arrays; got ${JSON.stringify(header.slice(0, 40))}`);
+    const count = Number(header.slice(1));
+    const parts: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const size = line();
+      if (size === null) return null;
+      const length = Number(size.slice(1));
+      if (this.buffer.length < offset + length + 2) return null;
+      parts.push(this.buffer.toString('utf8', offset, offset + Math.min(length, MAX_RECORDED_ARG_CHARS)));
+      offset += length + 2;
+    }
+    this.buffer = this.buffer.subarray(offset);
+    return parts;
+  }
+}

@@ -50,6 +50,23 @@ for (let i = 0; i < profile.samples.length; i++) {
   selfUsBySource.set(source, (selfUsBySource.get(source) ?? 0) + deltaUs);
 }
 
+// Inclusive time of our own functions (src/, plugins/): self time of a sample counts once for
+// every distinct function of ours on its stack, so it shows what a step costs with its callees.
+const parentOf = new Map<number, number>();
+for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
+const totalUsOfOurs = new Map<string, number>();
+for (let i = 0; i < profile.samples.length; i++) {
+  const seen = new Set<string>();
+  for (let id: number | undefined = profile.samples[i]; id !== undefined; id = parentOf.get(id)) {
+    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    if (!/\/(src|plugins)\//.test(url)) continue;
+    const name = `${functionName || '(anonymous)'} ${sourceOf(url, functionName)}:${lineNumber + 1}`;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    totalUsOfOurs.set(name, (totalUsOfOurs.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+}
+
 const idleUs = selfUsBySource.get('(idle)') ?? 0;
 const busyUs = totalUs - idleUs;
 const table = (title: string, entries: Map<string, number>) => {
@@ -61,5 +78,6 @@ const table = (title: string, entries: Map<string, number>) => {
 
 process.stdout.write(
   `Profile ${file}: ${(totalUs / 1e6).toFixed(2)} s sampled on the main thread, ${(100 * idleUs / totalUs).toFixed(1)} % idle.\n\n`
-  + `${table('source (self time)', selfUsBySource)}\n\n${table('function (self time)', selfUsByFunction)}\n`,
+  + `${table('source (self time)', selfUsBySource)}\n\n${table('function (self time)', selfUsByFunction)}\n\n`
+  + `${table('our function (total time, callees included)', totalUsOfOurs)}\n`,
 );

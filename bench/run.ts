@@ -47,6 +47,8 @@ interface Measured {
   timeouts: number;
   /** CPU time per request, µs: the server under test (with its workers), Redis, the load generator. */
   cpuUsPerRequest: { server: number; redis: number; generator: number };
+  /** Share of the whole machine's CPU time that was busy during the window, in percent. */
+  machineBusyPercent: number;
 }
 
 /**
@@ -81,6 +83,18 @@ function processTreeCpuSeconds(pid: number): number {
   }
 }
 
+/** Busy and total CPU time of the whole machine so far, in clock ticks (Linux; NaN elsewhere). */
+function machineCpuTicks(): { busy: number; total: number } {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    // idle and iowait are the third and fourth fields.
+    return { busy: total - fields[3]! - fields[4]!, total };
+  } catch {
+    return { busy: Number.NaN, total: Number.NaN };
+  }
+}
+
 async function redisCpuSeconds(redis: Redis): Promise<number> {
   const info = await redis.info('cpu');
   const read = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
@@ -109,17 +123,19 @@ function startProcess(script: string, env: Record<string, string>, node = proces
   return new Promise((resolve, reject) => {
     const child = spawn(node, [...nodeArgs, script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     const timer = setTimeout(() => reject(new Error(`${script} did not start within 15 s`)), 15_000);
-    let buffered = '';
+    let partialLine = '';
     child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split('\n')) {
+      const lines = (partialLine + chunk.toString()).split('\n');
+      partialLine = lines.pop() ?? '';
+      for (const line of lines) {
         const match = /"listening":(\d+)|"msg":"agentgate listening".*"port":(\d+)/.exec(line);
         if (match) {
           clearTimeout(timer);
           resolve({ child, port: Number(match[1] ?? match[2]) });
+        } else if (line && !/"level":"(info|debug)"/.test(line)) {
+          // Warnings and errors from the child are passed on; its routine log lines are not.
+          process.stderr.write(`${line}\n`);
         }
-        // Anything else the child prints (warnings) is passed on.
-        if (line && !match && line !== buffered.split('\n').at(-1)) process.stderr.write(`${line}\n`);
       }
     });
     child.on('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
@@ -148,7 +164,7 @@ async function provision(base: string): Promise<BenchAgent[]> {
 
 async function drive(scenario: string, url: string, connections: number, bodies: string[], tokens: string[], probe: CpuProbe): Promise<Measured> {
   let next = 0;
-  const before = { server: processTreeCpuSeconds(probe.serverPid), redis: await redisCpuSeconds(probe.redis), generator: process.cpuUsage() };
+  const before = { server: processTreeCpuSeconds(probe.serverPid), redis: await redisCpuSeconds(probe.redis), generator: process.cpuUsage(), machine: machineCpuTicks() };
   const result = await autocannon({
     url,
     connections,
@@ -167,6 +183,7 @@ async function drive(scenario: string, url: string, connections: number, bodies:
   });
   if (next > tokens.length && tokens.length > 1) process.stderr.write(`warning: ${scenario} used ${next} requests but only ${tokens.length} tokens were signed\n`);
   const generator = process.cpuUsage(before.generator);
+  const machine = machineCpuTicks();
   const perRequestUs = (seconds: number) => Math.round((seconds * 1e6) / Math.max(1, result.requests.total));
   return {
     scenario,
@@ -183,6 +200,7 @@ async function drive(scenario: string, url: string, connections: number, bodies:
       redis: perRequestUs((await redisCpuSeconds(probe.redis)) - before.redis),
       generator: perRequestUs((generator.user + generator.system) / 1e6),
     },
+    machineBusyPercent: Math.round((100 * (machine.busy - before.machine.busy)) / (machine.total - before.machine.total)),
   };
 }
 
@@ -250,15 +268,15 @@ function report(results: Measured[]): void {
   const lines = [
     `Machine: ${machine}. Duration ${DURATION_SECONDS} s per row; load generator (autocannon) on the same machine.`,
     '',
-    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | CPU µs/req: server, Redis, generator |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | CPU µs/req: server, Redis, generator | machine busy % |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of results) {
     // The ratio is against the baseline measured just before it, at the same concurrency.
     const index = results.indexOf(r);
     const baseline = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
     const ratio = baseline ? (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2) : '';
-    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} | ${r.cpuUsPerRequest.server}, ${r.cpuUsPerRequest.redis}, ${r.cpuUsPerRequest.generator} |`);
+    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} | ${r.cpuUsPerRequest.server}, ${r.cpuUsPerRequest.redis}, ${r.cpuUsPerRequest.generator} | ${r.machineBusyPercent} |`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
   void mkdir('bench/results', { recursive: true }).then(() => writeFile('bench/results/latest.json', JSON.stringify({ machine, results }, null, 2)));

@@ -33,7 +33,14 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   });
   // The rate limiter's commands are issued in the same tick, so auto-pipelining sends them with
   // the round trip's script (DESIGN §2 step 6); their verdict is read after the round trip's.
-  const limited = Promise.all([deps.limits.consume('agent', pre.agentId), deps.limits.consume('host', key.hostId)]);
+  // A capability with a budget of its own spends it in the same pipeline: the name is known from
+  // the body, so it costs no second round trip (the agent's own budget for that capability, so a
+  // call refused later still counts against it, as it does against the agent's budget).
+  const limited = Promise.all([
+    deps.limits.consume('agent', pre.agentId),
+    deps.limits.consume('host', key.hostId),
+    deps.limits.consumeCapability(request.capability, pre.agentId),
+  ]);
   limited.catch(() => {});
   let result: ExecuteRoundTripResult = await roundTrip(key);
   if (result.kind === 'stale_key') {
@@ -62,8 +69,6 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   }
   const capability = deps.catalog.get(request.capability);
   if (!capability) throw new ApiError('capability_not_found', 'no capability has this name');
-  // Only capabilities with a budget of their own pay this second round trip.
-  if (capability.rateLimit) await deps.limits.consumeCapability(capability.name, agent.id);
   const active = activeGrants(grants, nowMs);
   const args = validatedArguments(capability, request.arguments);
   const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];

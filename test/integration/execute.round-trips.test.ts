@@ -1,9 +1,10 @@
 // Issue 5, DESIGN §2 step 4: an allowed execute costs exactly one Redis round trip. Measured on
 // the wire, not asserted from the code: the server's Redis connection goes through a counting
 // proxy (test/support/redis-proxy.ts) that records every command and every round trip, and each
-// allowed execute must send the execute script and the rate limiter's two commands (agent and
-// host budgets) in one pipeline, and nothing else. Redis standalone; on a Redis Cluster the host
-// budget lives in the host's slot, so its command goes to that node in parallel.
+// allowed execute must send the execute script and the rate limiter's commands (the agent's and
+// the host's budgets, and the capability's when the catalog gives it one) in one pipeline, and
+// nothing else. Redis standalone; on a Redis Cluster the budgets' keys live in other slots, so
+// their commands go to their nodes in parallel with the script.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
 import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
@@ -78,5 +79,29 @@ describe('Redis round trips of POST /capability/execute', () => {
     const { res, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([2]);
+  });
+});
+
+describe('a capability with a budget of its own (catalog rateLimit)', () => {
+  let metered: TestServer;
+  let client: Client;
+  beforeAll(async () => {
+    metered = await startTestServer({
+      store: 'redis',
+      redisUrl: proxy.url,
+      capabilities: [{ name: 'metered', description: 'has its own budget', input: { type: 'object' }, rateLimit: { points: 1000, durationSeconds: 60 }, handler: { type: 'echo' } }],
+    });
+    client = new Client(metered);
+  });
+  afterAll(() => metered?.close());
+
+  it('spends that budget in the same round trip: four commands, one pipeline', async () => {
+    const agent = await client.activeAgent(['metered']);
+    expect((await client.execute(agent, 'metered', {})).status).toBe(200);
+    const { res, commands, roundTrips } = await measure(() => client.execute(agent, 'metered', {}));
+    expect(res.status, res.text).toBe(200);
+    expect(roundTrips).toEqual([1]);
+    expect(commands.map((command) => command.name)).toEqual(['EVALSHA', 'EVALSHA', 'EVALSHA', 'EVALSHA']);
+    expect(commands.filter((command) => command.key?.includes('rl:cap:metered'))).toHaveLength(1);
   });
 });

@@ -57,6 +57,7 @@ interface Measured {
  */
 function processTreeCpuSeconds(pid: number): number {
   try {
+    // /proc/<pid>/stat counts in USER_HZ ticks, 100 per second on Linux (getconf CLK_TCK).
     const ticksPerSecond = 100;
     const stats = new Map<number, { ppid: number; ticks: number }>();
     for (const entry of readdirSync('/proc')) {

@@ -73,82 +73,128 @@ export function fieldsFromFlat(flat: unknown, what: string): Map<string, string>
   return fields;
 }
 
-/** Reads typed values out of a plain object (a parsed JSON value), naming the record on failure. */
-function objectReader(value: unknown, what: string) {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new MalformedRecordError(`stored ${what} is malformed: not an object`);
+/**
+ * Reads typed values out of a plain object (a parsed JSON value), naming the record on failure.
+ * A class rather than a bag of closures: grants and agents are decoded on every execute, and
+ * methods on a prototype cost no allocation per record.
+ */
+class ObjectReader {
+  readonly #obj: Record<string, unknown>;
+  readonly #what: string;
+
+  constructor(value: unknown, what: string) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new MalformedRecordError(`stored ${what} is malformed: not an object`);
+    }
+    this.#obj = value as Record<string, unknown>;
+    this.#what = what;
   }
-  const obj = value as Record<string, unknown>;
-  const fail = (field: string, expected: string): never => {
-    throw new MalformedRecordError(`stored ${what} is malformed: field "${field}" is not ${expected}`);
-  };
-  return {
-    string: (field: string): string => (typeof obj[field] === 'string' ? (obj[field] as string) : fail(field, 'a string')),
-    optionalString: (field: string): string | undefined =>
-      obj[field] === undefined ? undefined : typeof obj[field] === 'string' ? (obj[field] as string) : fail(field, 'a string'),
-    number: (field: string): number =>
-      typeof obj[field] === 'number' && Number.isFinite(obj[field]) ? (obj[field] as number) : fail(field, 'a number'),
-    optionalNumber: (field: string): number | undefined =>
-      obj[field] === undefined
-        ? undefined
-        : typeof obj[field] === 'number' && Number.isFinite(obj[field])
-          ? (obj[field] as number)
-          : fail(field, 'a number'),
-    stringArray: (field: string): string[] => {
-      const list = obj[field];
-      if (!Array.isArray(list) || !list.every((item) => typeof item === 'string')) return fail(field, 'a list of strings');
-      return [...(list as string[])];
-    },
-    oneOf: <T extends string>(field: string, allowed: readonly T[]): T =>
-      allowed.includes(obj[field] as T) ? (obj[field] as T) : fail(field, `one of ${allowed.join(', ')}`),
-    optionalObject: (field: string): Record<string, unknown> | undefined => {
-      const inner = obj[field];
-      if (inner === undefined) return undefined;
-      if (typeof inner !== 'object' || inner === null || Array.isArray(inner)) return fail(field, 'an object');
-      return inner as Record<string, unknown>;
-    },
-  };
+
+  #fail(field: string, expected: string): never {
+    throw new MalformedRecordError(`stored ${this.#what} is malformed: field "${field}" is not ${expected}`);
+  }
+
+  string(field: string): string {
+    const value = this.#obj[field];
+    return typeof value === 'string' ? value : this.#fail(field, 'a string');
+  }
+
+  optionalString(field: string): string | undefined {
+    const value = this.#obj[field];
+    return value === undefined || typeof value === 'string' ? value : this.#fail(field, 'a string');
+  }
+
+  number(field: string): number {
+    const value = this.#obj[field];
+    return typeof value === 'number' && Number.isFinite(value) ? value : this.#fail(field, 'a number');
+  }
+
+  optionalNumber(field: string): number | undefined {
+    const value = this.#obj[field];
+    if (value === undefined) return undefined;
+    return typeof value === 'number' && Number.isFinite(value) ? value : this.#fail(field, 'a number');
+  }
+
+  stringArray(field: string): string[] {
+    const list = this.#obj[field];
+    if (!Array.isArray(list) || !list.every((item) => typeof item === 'string')) return this.#fail(field, 'a list of strings');
+    return [...(list as string[])];
+  }
+
+  oneOf<T extends string>(field: string, allowed: readonly T[]): T {
+    const value = this.#obj[field];
+    return allowed.includes(value as T) ? (value as T) : this.#fail(field, `one of ${allowed.join(', ')}`);
+  }
+
+  optionalObject(field: string): Record<string, unknown> | undefined {
+    const inner = this.#obj[field];
+    if (inner === undefined) return undefined;
+    if (typeof inner !== 'object' || inner === null || Array.isArray(inner)) return this.#fail(field, 'an object');
+    return inner as Record<string, unknown>;
+  }
 }
 
 /** Reads typed values out of hash fields (all strings), parsing numbers and JSON explicitly. */
-function hashReader(fields: Map<string, string>, what: string) {
-  const fail = (field: string, expected: string): never => {
-    throw new MalformedRecordError(`stored ${what} is malformed: field "${field}" ${expected}`);
-  };
-  const parseNumber = (field: string, raw: string): number => {
+class HashReader {
+  readonly #fields: Map<string, string>;
+  readonly #what: string;
+
+  constructor(fields: Map<string, string>, what: string) {
+    this.#fields = fields;
+    this.#what = what;
+  }
+
+  #fail(field: string, expected: string): never {
+    throw new MalformedRecordError(`stored ${this.#what} is malformed: field "${field}" ${expected}`);
+  }
+
+  #parseNumber(field: string, raw: string): number {
     const value = raw.trim() === '' ? Number.NaN : Number(raw);
-    return Number.isFinite(value) ? value : fail(field, 'is not a number');
-  };
-  const parseJson = (field: string, raw: string): unknown => {
+    return Number.isFinite(value) ? value : this.#fail(field, 'is not a number');
+  }
+
+  #parseJson(field: string, raw: string): unknown {
     try {
       return JSON.parse(raw);
     } catch {
-      return fail(field, 'is not valid JSON');
+      return this.#fail(field, 'is not valid JSON');
     }
-  };
-  const required = (field: string): string => fields.get(field) ?? fail(field, 'is missing');
-  return {
-    string: required,
-    optionalString: (field: string): string | undefined => fields.get(field),
-    number: (field: string): number => parseNumber(field, required(field)),
-    optionalNumber: (field: string): number | undefined => {
-      const raw = fields.get(field);
-      return raw === undefined ? undefined : parseNumber(field, raw);
-    },
-    oneOf: <T extends string>(field: string, allowed: readonly T[]): T => {
-      const raw = required(field);
-      return allowed.includes(raw as T) ? (raw as T) : fail(field, `is not one of ${allowed.join(', ')}`);
-    },
-    json: (field: string): unknown => parseJson(field, required(field)),
-    optionalJson: (field: string): unknown => {
-      const raw = fields.get(field);
-      return raw === undefined ? undefined : parseJson(field, raw);
-    },
-  };
+  }
+
+  string(field: string): string {
+    return this.#fields.get(field) ?? this.#fail(field, 'is missing');
+  }
+
+  optionalString(field: string): string | undefined {
+    return this.#fields.get(field);
+  }
+
+  number(field: string): number {
+    return this.#parseNumber(field, this.string(field));
+  }
+
+  optionalNumber(field: string): number | undefined {
+    const raw = this.#fields.get(field);
+    return raw === undefined ? undefined : this.#parseNumber(field, raw);
+  }
+
+  oneOf<T extends string>(field: string, allowed: readonly T[]): T {
+    const raw = this.string(field);
+    return allowed.includes(raw as T) ? (raw as T) : this.#fail(field, `is not one of ${allowed.join(', ')}`);
+  }
+
+  json(field: string): unknown {
+    return this.#parseJson(field, this.string(field));
+  }
+
+  optionalJson(field: string): unknown {
+    const raw = this.#fields.get(field);
+    return raw === undefined ? undefined : this.#parseJson(field, raw);
+  }
 }
 
 function decodeJwk(value: unknown, what: string): PublicJwk {
-  const read = objectReader(value, what);
+  const read = new ObjectReader(value, what);
   const jwk: PublicJwk = { kty: read.string('kty') };
   for (const member of ['crv', 'x', 'y', 'n', 'e'] as const) {
     const memberValue = read.optionalString(member);
@@ -158,7 +204,7 @@ function decodeJwk(value: unknown, what: string): PublicJwk {
 }
 
 function decodeApproval(value: unknown, what: string): ApprovalRecord {
-  const read = objectReader(value, what);
+  const read = new ObjectReader(value, what);
   return {
     id: read.string('id'),
     userCode: read.string('userCode'),
@@ -169,12 +215,17 @@ function decodeApproval(value: unknown, what: string): ApprovalRecord {
   };
 }
 
-/** Drops keys whose value is undefined, so decoded records omit absent optional fields. */
-function withoutUndefined<T extends object>(record: T): T {
-  for (const key of Object.keys(record) as (keyof T)[]) {
-    if (record[key] === undefined) delete record[key];
+/**
+ * The record without its undefined members, so decoded records omit absent optional fields. Copies
+ * instead of deleting: `delete` turns an object into a slow dictionary, and decoded agents and
+ * grants are read on every execute.
+ */
+function definedOnly<T extends object>(record: T): T {
+  const out: Partial<T> = {};
+  for (const key in record) {
+    if (record[key] !== undefined) out[key] = record[key];
   }
-  return record;
+  return out as T;
 }
 
 // ---- agents --------------------------------------------------------------------------------------
@@ -231,9 +282,9 @@ export function encodeAgentPatch(patch: AgentPatch): { set: FlatFields; unset: s
 export function decodeAgent(flat: unknown): AgentRecord {
   const fields = fieldsFromFlat(flat, 'agent');
   const what = `agent ${fields.get('id') ?? '(no id)'}`;
-  const read = hashReader(fields, what);
+  const read = new HashReader(fields, what);
   const approval = read.optionalJson('approval');
-  return withoutUndefined<AgentRecord>({
+  return definedOnly<AgentRecord>({
     id: read.string('id'),
     hostId: read.string('hostId'),
     name: read.string('name'),
@@ -297,9 +348,9 @@ export function encodeHostKey(next: Pick<HostRecord, 'thumbprint' | 'publicJwk' 
 export function decodeHost(flat: unknown): HostRecord {
   const fields = fieldsFromFlat(flat, 'host');
   const what = `host ${fields.get('id') ?? '(no id)'}`;
-  const read = hashReader(fields, what);
-  const defaults = objectReader({ list: read.json('defaultCapabilities') }, `${what} defaultCapabilities`);
-  return withoutUndefined<HostRecord>({
+  const read = new HashReader(fields, what);
+  const defaults = new ObjectReader({ list: read.json('defaultCapabilities') }, `${what} defaultCapabilities`);
+  return definedOnly<HostRecord>({
     id: read.string('id'),
     thumbprint: read.string('thumbprint'),
     publicJwk: decodeJwk(read.json('publicJwk'), `${what} publicJwk`),
@@ -316,8 +367,9 @@ export function decodeHost(flat: unknown): HostRecord {
 // ---- grants --------------------------------------------------------------------------------------
 
 export function encodeGrant(grant: GrantRecord): string {
+  // JSON.stringify leaves out members whose value is undefined.
   return JSON.stringify(
-    withoutUndefined({
+    {
       id: grant.id,
       agentId: grant.agentId,
       capability: grant.capability,
@@ -329,7 +381,7 @@ export function encodeGrant(grant: GrantRecord): string {
       createdAtMs: encodeNumberForJson(grant.createdAtMs, 'createdAtMs'),
       updatedAtMs: encodeNumberForJson(grant.updatedAtMs, 'updatedAtMs'),
       expiresAtMs: grant.expiresAtMs === undefined ? undefined : encodeNumberForJson(grant.expiresAtMs, 'expiresAtMs'),
-    }),
+    },
   );
 }
 
@@ -348,8 +400,8 @@ export function decodeGrant(raw: unknown): GrantRecord {
     throw new MalformedRecordError('stored grant is malformed: not valid JSON');
   }
   const id = typeof (parsed as { id?: unknown } | null)?.id === 'string' ? (parsed as { id: string }).id : '(no id)';
-  const read = objectReader(parsed, `grant ${id}`);
-  return withoutUndefined<GrantRecord>({
+  const read = new ObjectReader(parsed, `grant ${id}`);
+  return definedOnly<GrantRecord>({
     id: read.string('id'),
     agentId: read.string('agentId'),
     capability: read.string('capability'),

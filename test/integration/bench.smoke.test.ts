@@ -1,0 +1,67 @@
+// The benchmarks keep working (issue 5 point 2): each one runs end to end for a moment, and the
+// load benchmark's answers are exactly the intended ones. No speed is asserted here; speed lives in
+// the benchmarks' own output (bench/RESULTS.md), never in a timed test.
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+const NODE = process.execPath;
+
+/** Runs a benchmark script to completion (bounded) and returns its stdout. */
+function runBench(script: string, env: Record<string, string>, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(NODE, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script} did not finish within ${timeoutMs} ms\n${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(stdout);
+      else reject(new Error(`${script} exited with ${code}\n${stderr}`));
+    });
+  });
+}
+
+/** The markdown table rows of a benchmark's output, as cells. */
+const tableRows = (output: string) =>
+  output.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| scenario') && !line.startsWith('| step') && !line.startsWith('| agentgate'))
+    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
+
+describe('benchmarks run end to end', () => {
+  it('npm run bench: baseline and the three execute scenarios, with only the intended non-2xx answers', async () => {
+    const output = await runBench('bench/run.ts', { BENCH_DURATION_SECONDS: '1', BENCH_CONNECTIONS: '4', BENCH_TOKENS_PER_SECOND: '4000' }, 90_000);
+    const rows = tableRows(output);
+    expect(rows.map((r) => r[0])).toEqual([
+      'baseline: bare Express JSON POST [Node 24]',
+      'execute: allowed, constrained grant [Node 24]',
+      'execute: constraint violated (403 expected) [Node 24]',
+      'execute: allowed with 5% replays (401 expected) [Node 24]',
+    ]);
+    const [baseline, allowed, violated, replayed] = rows.map((r) => ({ ok: Number(r[5]), non2xx: Number(r[6]), errors: Number(r[7]) }));
+    for (const row of [baseline, allowed, violated, replayed]) expect(row!.errors).toBe(0);
+    expect(baseline!.non2xx).toBe(0);
+    expect(allowed!.ok).toBeGreaterThan(0);
+    expect(allowed!.non2xx).toBe(0);
+    expect(violated!.ok).toBe(0);
+    expect(violated!.non2xx).toBeGreaterThan(0);
+    // Every 20th token after the first hundred repeats an earlier one.
+    expect(replayed!.ok).toBeGreaterThan(0);
+    if (replayed!.ok + replayed!.non2xx > 200) expect(replayed!.non2xx).toBeGreaterThan(0);
+  });
+
+  it('npm run bench:parts: every step of execute runs', async () => {
+    const output = await runBench('bench/parts.ts', { BENCH_PARTS_CALLS: '300' }, 60_000);
+    const rows = tableRows(output);
+    expect(rows.map((r) => r[0])).toContain('whole execute (no HTTP)');
+    for (const row of rows) expect(Number(row[1])).toBeGreaterThan(0);
+  });
+
+  it('npm run bench:policy: every row decides as expected', async () => {
+    const output = await runBench('bench/policy.ts', { BENCH_POLICY_TIMED: '1000' }, 60_000);
+    expect(tableRows(output)).toHaveLength(4);
+  });
+});

@@ -41,10 +41,30 @@ export class RateLimits {
     return this.spend(this.limiters[name], name, key);
   }
 
-  /** Spends one point of a capability's own budget for this agent; free when it has none. */
-  async consumeCapability(capability: string, agentId: string): Promise<void> {
+  /**
+   * Spends one point of a capability's own budget for this agent; free when it has none. Answers
+   * whether a point was spent, so a call refused before it could reach the capability can give it
+   * back (refundCapability).
+   */
+  async consumeCapability(capability: string, agentId: string): Promise<boolean> {
     const limiter = this.capabilityLimiters.get(capability);
-    if (limiter) await this.spend(limiter, `capability ${capability}`, agentId);
+    if (!limiter) return false;
+    await this.spend(limiter, `capability ${capability}`, agentId);
+    return true;
+  }
+
+  /**
+   * Gives back a point consumeCapability spent. Never throws: if Redis cannot take it back, the
+   * point stays spent, which errs towards refusing, and the log says so.
+   */
+  async refundCapability(capability: string, agentId: string): Promise<void> {
+    const limiter = this.capabilityLimiters.get(capability);
+    if (!limiter) return;
+    try {
+      await limiter.reward(agentId, 1);
+    } catch (err) {
+      this.logger.warn('could not give back a capability budget point', { capability, agentId, err });
+    }
   }
 
   private async spend(limiter: RateLimiterAbstract, name: string, key: string): Promise<void> {

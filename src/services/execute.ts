@@ -31,38 +31,47 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     agentId: pre.agentId, keyVersion: k.keyVersion, jti: pre.jti, jtiTtlMs: jtiTtlMs(timeRules),
     capability: request.capability, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
   });
-  // The rate limiter's commands are issued in the same tick, so auto-pipelining sends them with
-  // the round trip's script (DESIGN §2 step 6); their verdict is read after the round trip's.
-  // A capability with a budget of its own spends it in the same pipeline: the name is known from
-  // the body, so it costs no second round trip (the agent's own budget for that capability, so a
-  // call refused later still counts against it, as it does against the agent's budget).
-  const limited = Promise.all([
-    deps.limits.consume('agent', pre.agentId),
-    deps.limits.consume('host', key.hostId),
-    deps.limits.consumeCapability(request.capability, pre.agentId),
-  ]);
+  // Step 6's commands are issued in the same tick, so auto-pipelining sends them with the round
+  // trip's script (DESIGN §2 step 6); their verdict is read after the lifecycle checks, in
+  // DESIGN's order. A capability with a budget of its own spends it in the same pipeline (its name
+  // is in the body), unless the token may not call it at all.
+  const claimAllows = pre.capabilityClaim === null || pre.capabilityClaim.includes(request.capability);
+  const capabilityPointSpent = claimAllows ? deps.limits.consumeCapability(request.capability, pre.agentId) : Promise.resolve(false);
+  const limited = Promise.all([deps.limits.consume('agent', pre.agentId), deps.limits.consume('host', key.hostId), capabilityPointSpent]);
   limited.catch(() => {});
-  let result: ExecuteRoundTripResult = await roundTrip(key);
-  if (result.kind === 'stale_key') {
-    // Another instance rotated the key before our cache heard of it: reload once and retry.
-    deps.keys.invalidate(pre.agentId);
-    key = await verifiedKey(deps, pre.agentId, pre.decoded.token);
-    result = await roundTrip(key);
+  let agent: AgentRecord;
+  let grants: GrantRecord[];
+  let nowMs: number;
+  try {
+    let result: ExecuteRoundTripResult = await roundTrip(key);
+    if (result.kind === 'stale_key') {
+      // Another instance rotated the key before our cache heard of it: reload once and retry.
+      deps.keys.invalidate(pre.agentId);
+      key = await verifiedKey(deps, pre.agentId, pre.decoded.token);
+      result = await roundTrip(key);
+    }
+    if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
+    if (result.kind === 'stale_key') throw new ApiError('invalid_jwt', 'the agent key was rotated');
+    if (result.kind === 'replay') throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
+    ({ agent, grants } = result);
+    assertIssuer(pre.decoded.claims, agent.hostThumbprint);
+    // Step 5: lifecycle.
+    nowMs = clock.nowMs();
+    const refusal = agentRefusal(agent, result.sessionExpiresAtMs, nowMs);
+    if (refusal) {
+      if (refusal.code === 'absolute_lifetime_exceeded') persistAbsoluteRevocation(deps, agent);
+      throw refusal;
+    }
+  } catch (err) {
+    // Refused before the call could reach the capability (a replay, say): its own budget, often
+    // small and long, gets the point back, so a captured token cannot drain it. The agent's and
+    // host's per-minute budgets keep theirs, as for any other refused request.
+    if (await capabilityPointSpent.catch(() => false)) await deps.limits.refundCapability(request.capability, pre.agentId);
+    throw err;
   }
-  if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
-  if (result.kind === 'stale_key') throw new ApiError('invalid_jwt', 'the agent key was rotated');
-  if (result.kind === 'replay') throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
-  const { agent, sessionExpiresAtMs, grants } = result;
-  assertIssuer(pre.decoded.claims, agent.hostThumbprint);
+  // Step 6: the budgets' verdict.
   await limited;
 
-  // Step 5: lifecycle.
-  const nowMs = clock.nowMs();
-  const refusal = agentRefusal(agent, sessionExpiresAtMs, nowMs);
-  if (refusal) {
-    if (refusal.code === 'absolute_lifetime_exceeded') persistAbsoluteRevocation(deps, agent);
-    throw refusal;
-  }
   // Step 7: the JWT's capabilities claim, the catalog, then the grant.
   if (pre.capabilityClaim && !pre.capabilityClaim.includes(request.capability)) {
     throw new ApiError('capability_not_granted', 'the JWT capabilities claim does not include this capability');

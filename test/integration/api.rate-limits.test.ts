@@ -79,6 +79,54 @@ describe('each dimension', () => {
     }));
 });
 
+describe('what a budget is spent on', () => {
+  const metered = {
+    capabilities: [
+      { name: 'echo', description: 'echo', handler: { type: 'echo' } },
+      { name: 'transfer', description: 'high risk', rateLimit: { points: 2, durationSeconds: 3600 }, handler: { type: 'echo' } },
+    ],
+  };
+
+  it('per agent: one agent\'s calls share its budget; another agent of the same host keeps its own', () =>
+    withServer({ RATE_LIMIT_AGENT_PER_MINUTE: '2' }, async (c) => {
+      const first = await c.activeAgent();
+      const { agent: second } = await c.register(first.host, { capabilities: ['echo'] });
+      expect((await c.execute(first, 'echo', {})).status).toBe(200);
+      expect((await c.execute(first, 'echo', {})).status).toBe(200);
+      expectLimited(await c.execute(first, 'echo', {}));
+      expect((await c.execute(second!, 'echo', {})).status).toBe(200);
+    }));
+
+  it('a captured token replayed again and again does not drain the capability\'s own budget', () =>
+    withServer({}, async (c) => {
+      const agent = await c.activeAgent(['transfer']);
+      const token = await c.agentToken(agent, { aud: c.executeUrl });
+      expect((await c.execute(agent, 'transfer', {}, { token })).status).toBe(200);
+      for (let i = 0; i < 3; i++) expect(code(await c.execute(agent, 'transfer', {}, { token }))).toBe('401 invalid_jwt');
+      // The replays gave their points back: the second of two points is still there.
+      expect((await c.execute(agent, 'transfer', {})).status).toBe(200);
+      expectLimited(await c.execute(agent, 'transfer', {}));
+    }, metered));
+
+  it('a token restricted to other capabilities cannot spend a capability\'s own budget', () =>
+    withServer({}, async (c) => {
+      const agent = await c.activeAgent(['transfer', 'echo']);
+      for (let i = 0; i < 3; i++) expect(code(await c.execute(agent, 'transfer', {}, { capabilities: ['echo'] }))).toBe('403 capability_not_granted');
+      expect((await c.execute(agent, 'transfer', {})).status).toBe(200);
+      expect((await c.execute(agent, 'transfer', {})).status).toBe(200);
+      expectLimited(await c.execute(agent, 'transfer', {}));
+    }, metered));
+
+  it('a revoked agent over its budget is told it is revoked, not to retry later (lifecycle before budgets, DESIGN §2)', () =>
+    withServer({ RATE_LIMIT_AGENT_PER_MINUTE: '1' }, async (c) => {
+      const agent = await c.activeAgent();
+      expect((await c.execute(agent, 'echo', {})).status).toBe(200);
+      expectLimited(await c.execute(agent, 'echo', {}));
+      expect((await c.hostPost('/agent/revoke', agent.host, { agent_id: agent.id })).status).toBe(200);
+      expect(code(await c.execute(agent, 'echo', {}))).toBe('403 agent_revoked');
+    }));
+});
+
 describe('fail closed', () => {
   it('a limiter whose Redis is gone refuses with 503 instead of letting requests through', async () => {
     const port = await freePort();

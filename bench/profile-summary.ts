@@ -35,8 +35,8 @@ function sourceOf(url: string, functionName: string): string {
   return ours ? `${ours[1]}/${ours[2]}` : url;
 }
 
-const selfUsByFunction = new Map<string, number>();
-const selfUsBySource = new Map<string, number>();
+const selfByFunctionUs = new Map<string, number>();
+const selfBySourceUs = new Map<string, number>();
 let totalUs = 0;
 for (let i = 0; i < profile.samples.length; i++) {
   const node = byId.get(profile.samples[i]!);
@@ -46,28 +46,32 @@ for (let i = 0; i < profile.samples.length; i++) {
   const { functionName, url, lineNumber } = node.callFrame;
   const source = sourceOf(url, functionName);
   const name = `${functionName || '(anonymous)'} ${url ? `${source}:${lineNumber + 1}` : ''}`.trim();
-  selfUsByFunction.set(name, (selfUsByFunction.get(name) ?? 0) + deltaUs);
-  selfUsBySource.set(source, (selfUsBySource.get(source) ?? 0) + deltaUs);
+  selfByFunctionUs.set(name, (selfByFunctionUs.get(name) ?? 0) + deltaUs);
+  selfBySourceUs.set(source, (selfBySourceUs.get(source) ?? 0) + deltaUs);
 }
 
 // Inclusive time of our own functions (src/, plugins/): self time of a sample counts once for
 // every distinct function of ours on its stack, so it shows what a step costs with its callees.
 const parentOf = new Map<number, number>();
 for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
-const totalUsOfOurs = new Map<string, number>();
+const totalOfOursUs = new Map<string, number>();
 for (let i = 0; i < profile.samples.length; i++) {
   const seen = new Set<string>();
-  for (let id: number | undefined = profile.samples[i]; id !== undefined; id = parentOf.get(id)) {
-    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+  // Bounded by the number of nodes, so a malformed profile with a cycle cannot loop forever.
+  let depth = 0;
+  for (let id: number | undefined = profile.samples[i]; id !== undefined && depth++ < profile.nodes.length; id = parentOf.get(id)) {
+    const frame = byId.get(id)?.callFrame;
+    if (!frame) break;
+    const { functionName, url, lineNumber } = frame;
     if (!/\/(src|plugins)\//.test(url)) continue;
     const name = `${functionName || '(anonymous)'} ${sourceOf(url, functionName)}:${lineNumber + 1}`;
     if (seen.has(name)) continue;
     seen.add(name);
-    totalUsOfOurs.set(name, (totalUsOfOurs.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    totalOfOursUs.set(name, (totalOfOursUs.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
   }
 }
 
-const idleUs = selfUsBySource.get('(idle)') ?? 0;
+const idleUs = selfBySourceUs.get('(idle)') ?? 0;
 const busyUs = totalUs - idleUs;
 const table = (title: string, entries: Map<string, number>) => {
   const rows = [...entries].filter(([k]) => k !== '(idle)' && !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top);
@@ -78,6 +82,6 @@ const table = (title: string, entries: Map<string, number>) => {
 
 process.stdout.write(
   `Profile ${file}: ${(totalUs / 1e6).toFixed(2)} s sampled on the main thread, ${(100 * idleUs / totalUs).toFixed(1)} % idle.\n\n`
-  + `${table('source (self time)', selfUsBySource)}\n\n${table('function (self time)', selfUsByFunction)}\n\n`
-  + `${table('our function (total time, callees included)', totalUsOfOurs)}\n`,
+  + `${table('source (self time)', selfBySourceUs)}\n\n${table('function (self time)', selfByFunctionUs)}\n\n`
+  + `${table('our function (total time, callees included)', totalOfOursUs)}\n`,
 );

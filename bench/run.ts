@@ -7,12 +7,14 @@
 // Settings (environment): BENCH_DURATION_SECONDS (10), BENCH_CONNECTIONS (16,64), BENCH_SCENARIOS
 // (allowed,violated,replay), BENCH_RUNTIMES (24; 24,20 also runs the Node 20 build), BENCH_WORKERS
 // (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof, profiles there; read
-// them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND (16000).
+// them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND (16000),
+// BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import path from 'node:path';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
@@ -31,6 +33,8 @@ const CAPABILITY = 'transfer_money';
 const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? 'allowed,violated,replay').split(',').map((s) => s.trim()));
 /** agentgate's worker processes (its WORKERS setting); 1 runs the single-process server. */
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
+/** Where the run's results are also written as JSON. */
+const RESULTS_FILE = process.env.BENCH_RESULTS_FILE ?? 'bench/results/latest.json';
 /** When set, agentgate runs with --cpu-prof and writes its profiles there. */
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 const CONSTRAINTS = { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } };
@@ -46,7 +50,7 @@ interface Measured {
   errors: number;
   timeouts: number;
   /** CPU time per request, µs: the server under test (with its workers), Redis, the load generator. */
-  cpuUsPerRequest: { server: number; redis: number; generator: number };
+  cpuPerRequestUs: { server: number; redis: number; generator: number };
   /** Share of the whole machine's CPU time that was busy during the window, in percent. */
   machineBusyPercent: number;
 }
@@ -189,14 +193,16 @@ async function drive(scenario: string, url: string, connections: number, bodies:
   return {
     scenario,
     connections,
-    requestsPerSecond: Math.round(result.requests.average),
+    // Completed requests over the window's measured length. autocannon's requests.average is the
+    // mean of its per-second samples, which undercounts when a partial second is sampled.
+    requestsPerSecond: Math.round(result.requests.total / result.duration),
     latencyMsP50: result.latency.p50,
     latencyMsP99: result.latency.p99,
     ok2xx: result['2xx'],
     non2xx: result.non2xx,
     errors: result.errors,
     timeouts: result.timeouts,
-    cpuUsPerRequest: {
+    cpuPerRequestUs: {
       server: perRequestUs(processTreeCpuSeconds(probe.serverPid) - before.server),
       redis: perRequestUs((await redisCpuSeconds(probe.redis)) - before.redis),
       generator: perRequestUs((generator.user + generator.system) / 1e6),
@@ -277,10 +283,10 @@ function report(results: Measured[]): void {
     const index = results.indexOf(r);
     const baseline = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
     const ratio = baseline ? (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2) : '';
-    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} | ${r.cpuUsPerRequest.server}, ${r.cpuUsPerRequest.redis}, ${r.cpuUsPerRequest.generator} | ${r.machineBusyPercent} |`);
+    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} | ${r.cpuPerRequestUs.server}, ${r.cpuPerRequestUs.redis}, ${r.cpuPerRequestUs.generator} | ${r.machineBusyPercent} |`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
-  void mkdir('bench/results', { recursive: true }).then(() => writeFile('bench/results/latest.json', JSON.stringify({ machine, results }, null, 2)));
+  void mkdir(path.dirname(RESULTS_FILE), { recursive: true }).then(() => writeFile(RESULTS_FILE, JSON.stringify({ machine, results }, null, 2)));
 }
 
 main().catch((err: unknown) => {

@@ -11,7 +11,7 @@ export interface ProxiedCommand {
   connection: number;
   /** Which round trip of that connection it belongs to, numbered from 1. */
   roundTrip: number;
-  /** The command name, upper case, and its arguments (each cut to 200 characters). */
+  /** The command name, upper case, and its arguments (each cut to its first 200 bytes). */
   name: string;
   args: string[];
 }
@@ -26,7 +26,7 @@ export interface RedisProxy {
   close(): Promise<void>;
 }
 
-const MAX_RECORDED_ARG_CHARS = 200;
+const MAX_RECORDED_ARG_BYTES = 200;
 
 export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> {
   const upstream = new URL(upstreamUrl);
@@ -110,13 +110,15 @@ class RespCommandParser {
     if (header === null) return null;
     if (!header.startsWith('*')) throw new Error(`the proxy only understands RESP arrays; got ${JSON.stringify(header.slice(0, 40))}`);
     const count = Number(header.slice(1));
+    if (!Number.isInteger(count) || count < 1) throw new Error(`the proxy got a malformed RESP array header ${JSON.stringify(header.slice(0, 40))}`);
     const parts: string[] = [];
     for (let i = 0; i < count; i++) {
       const size = line();
       if (size === null) return null;
       const length = Number(size.slice(1));
+      if (!size.startsWith('$') || !Number.isInteger(length) || length < 0) throw new Error(`the proxy got a malformed RESP bulk header ${JSON.stringify(size.slice(0, 40))}`);
       if (this.buffer.length < offset + length + 2) return null;
-      parts.push(this.buffer.toString('utf8', offset, offset + Math.min(length, MAX_RECORDED_ARG_CHARS)));
+      parts.push(this.buffer.toString('utf8', offset, offset + Math.min(length, MAX_RECORDED_ARG_BYTES)));
       offset += length + 2;
     }
     this.buffer = this.buffer.subarray(offset);

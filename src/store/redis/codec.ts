@@ -222,7 +222,8 @@ function decodeApproval(value: unknown, what: string): ApprovalRecord {
  */
 function definedOnly<T extends object>(record: T): T {
   const out: Partial<T> = {};
-  for (const key in record) {
+  // Own keys only: for...in would also copy anything enumerable on a (polluted) prototype.
+  for (const key of Object.keys(record) as (keyof T)[]) {
     if (record[key] !== undefined) out[key] = record[key];
   }
   return out as T;

@@ -73,7 +73,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   await limited;
 
   // Step 7: the JWT's capabilities claim, the catalog, then the grant.
-  if (pre.capabilityClaim && !pre.capabilityClaim.includes(request.capability)) {
+  if (!claimAllows) {
     throw new ApiError('capability_not_granted', 'the JWT capabilities claim does not include this capability');
   }
   const capability = deps.catalog.get(request.capability);

@@ -369,21 +369,19 @@ export function decodeHost(flat: unknown): HostRecord {
 
 export function encodeGrant(grant: GrantRecord): string {
   // JSON.stringify leaves out members whose value is undefined.
-  return JSON.stringify(
-    {
-      id: grant.id,
-      agentId: grant.agentId,
-      capability: grant.capability,
-      status: grant.status,
-      constraints: grant.constraints,
-      grantedBy: grant.grantedBy,
-      deniedBy: grant.deniedBy,
-      reason: grant.reason,
-      createdAtMs: encodeNumberForJson(grant.createdAtMs, 'createdAtMs'),
-      updatedAtMs: encodeNumberForJson(grant.updatedAtMs, 'updatedAtMs'),
-      expiresAtMs: grant.expiresAtMs === undefined ? undefined : encodeNumberForJson(grant.expiresAtMs, 'expiresAtMs'),
-    },
-  );
+  return JSON.stringify({
+    id: grant.id,
+    agentId: grant.agentId,
+    capability: grant.capability,
+    status: grant.status,
+    constraints: grant.constraints,
+    grantedBy: grant.grantedBy,
+    deniedBy: grant.deniedBy,
+    reason: grant.reason,
+    createdAtMs: encodeNumberForJson(grant.createdAtMs, 'createdAtMs'),
+    updatedAtMs: encodeNumberForJson(grant.updatedAtMs, 'updatedAtMs'),
+    expiresAtMs: grant.expiresAtMs === undefined ? undefined : encodeNumberForJson(grant.expiresAtMs, 'expiresAtMs'),
+  });
 }
 
 /** JSON would silently turn NaN or Infinity into null; refuse them instead. */

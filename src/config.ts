@@ -64,6 +64,37 @@ const schema = z
     RATE_LIMIT_IP_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
     RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(20),
     TRUST_PROXY: bool.default(false),
+    /** Registrations (of any host) per client address per hour: caps what one address can create. */
+    RATE_LIMIT_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(1000),
+
+    /** Agents one host may hold: linked hosts (a person or an admin vouched for them). */
+    AGENTS_PER_HOST_MAX: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+    /** Agents a host nobody has linked yet may hold (dynamic hosts: anyone can make one). */
+    AGENTS_PER_UNLINKED_HOST_MAX: z.coerce.number().int().min(1).max(10_000_000).default(100),
+    /** Agents of one host that may wait for approval at once. */
+    PENDING_AGENTS_PER_HOST_MAX: z.coerce.number().int().min(1).max(100_000).default(20),
+    /** Deepest nesting of any JSON request body (arrays and objects), checked before any other work. */
+    MAX_JSON_DEPTH: z.coerce.number().int().min(4).max(256).default(32),
+
+    /** Time one decision's plugin operators may take together before they count as violations. */
+    PLUGIN_BUDGET_MS: z.coerce.number().int().min(1).max(10_000).default(50),
+    /** Worker threads that run plugin operators (off the event loop, so a slow one stops nothing else). */
+    PLUGIN_WORKERS: z.coerce.number().int().min(1).max(64).default(1),
+    /** Decisions that may wait for a plugin worker; beyond it executes are refused with 503. */
+    PLUGIN_QUEUE_MAX: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+
+    /** Longest time a client may take to send the request headers. */
+    HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+    /** Longest time a client may take to send the whole request. */
+    HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+    /** How long an idle keep-alive connection stays open. */
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
+    /** Requests served on one keep-alive connection before it is closed (0: no limit). */
+    HTTP_MAX_REQUESTS_PER_SOCKET: z.coerce.number().int().min(0).max(10_000_000).default(10_000),
+    /** Open connections the server accepts in all; more are closed at once. */
+    HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+    /** Open connections one client address may hold (0: no limit; raise it behind a proxy). */
+    HTTP_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(0).max(1_000_000).default(512),
 
     /** Server processes sharing the port (Node cluster). More than 1 needs REDIS_URL. */
     WORKERS: z.coerce.number().int().min(1).max(64).default(1),
@@ -74,6 +105,12 @@ const schema = z
   .superRefine((c, ctx) => {
     if (c.WORKERS > 1 && !c.REDIS_URL) {
       ctx.addIssue({ code: 'custom', path: ['WORKERS'], message: 'more than one worker needs REDIS_URL (the memory store is per process)' });
+    }
+    if (c.HTTP_HEADERS_TIMEOUT_MS > c.HTTP_REQUEST_TIMEOUT_MS) {
+      ctx.addIssue({ code: 'custom', path: ['HTTP_HEADERS_TIMEOUT_MS'], message: 'must not exceed HTTP_REQUEST_TIMEOUT_MS' });
+    }
+    if (c.AGENTS_PER_UNLINKED_HOST_MAX > c.AGENTS_PER_HOST_MAX) {
+      ctx.addIssue({ code: 'custom', path: ['AGENTS_PER_UNLINKED_HOST_MAX'], message: 'must not exceed AGENTS_PER_HOST_MAX' });
     }
     if (c.AGENT_MAX_LIFETIME_SECONDS > c.AGENT_ABSOLUTE_LIFETIME_SECONDS) {
       ctx.addIssue({

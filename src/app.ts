@@ -18,6 +18,7 @@ import { hostRouter } from './http/host.ts';
 import { openApiRouter } from './http/openapi.ts';
 import type { Logger } from './logger.ts';
 import type { OperatorRegistry } from './operators/registry.ts';
+import type { PluginSandbox } from './operators/sandbox.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
@@ -31,6 +32,7 @@ export interface AppDependencies {
   policy: PolicyEngine;
   catalog: Catalog;
   operators: OperatorRegistry;
+  pluginSandbox: PluginSandbox;
   logger: Logger;
   limits: RateLimits;
   runCapability?: CapabilityRunner;
@@ -63,6 +65,7 @@ export function buildApp(input: AppDependencies): App {
     policy: input.policy,
     catalog: input.catalog,
     operators: input.operators,
+    pluginSandbox: input.pluginSandbox,
     logger,
     keys,
     limits: input.limits,

@@ -6,8 +6,7 @@ import { systemClock } from './clock.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { loadCatalog } from './execution/catalog.ts';
 import { createLogger, type Logger } from './logger.ts';
-import { loadPlugins } from './operators/plugin-loader.ts';
-import { OperatorRegistry } from './operators/registry.ts';
+import { startOperators } from './operators/setup.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import { PolicyReloader } from './policy/reloader.ts';
@@ -52,18 +51,22 @@ async function main(): Promise<void> {
   const { store, redisClient } = await openStore(config, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
   const limits = createRateLimits(config, logger, redisClient, catalog.list());
-  const operators = new OperatorRegistry(await loadPlugins(config.PLUGINS_DIR));
+  const plugins = await startOperators(
+    { pluginsDir: config.PLUGINS_DIR, budgetMs: config.PLUGIN_BUDGET_MS, workers: config.PLUGIN_WORKERS, queueMax: config.PLUGIN_QUEUE_MAX },
+    logger,
+  );
+  const operators = plugins.registry;
   logger.info('constraint operators', { operators: operators.names() });
   const reloadOperators = async () => {
-    operators.replacePlugins(await loadPlugins(config.PLUGINS_DIR));
-    logger.info('operator plugins reloaded', { operators: operators.names() });
-    return operators.names();
+    const names = await plugins.reload();
+    logger.info('operator plugins reloaded', { operators: names });
+    return names;
   };
+  // No in-process operator: plugin operators are answered per decision from the sandbox's results.
   const policy = await loadPolicyEngine({
     wasmPath: config.POLICY_WASM_PATH,
     goldenPath: config.POLICY_GOLDEN_PATH,
     memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES,
-    operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
   });
   const reloader = new PolicyReloader({ engine: policy, logger, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
   if (config.POLICY_WATCH) reloader.start();
@@ -71,7 +74,7 @@ async function main(): Promise<void> {
     void reloader.reload('SIGHUP');
     reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
   });
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, logger, limits,
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
     reloadOperators,
   });

@@ -32,7 +32,7 @@ async function pluginFiles(directory: string): Promise<string[]> {
 }
 
 /** Checks one module's exports: a default export object, or named exports. */
-export function definitionFrom(module: Record<string, unknown>, source: string): OperatorDefinition {
+export function definitionFrom(module: Record<string, unknown>, source: string, moduleUrl?: string): OperatorDefinition {
   const exported = (module.default && typeof module.default === 'object' ? module.default : module) as Record<string, unknown>;
   const { name, description, operand, evaluate } = exported;
   const problems: string[] = [];
@@ -40,6 +40,7 @@ export function definitionFrom(module: Record<string, unknown>, source: string):
   if (typeof description !== 'string' || description.trim() === '') problems.push('`description` must be a non-empty string');
   if (!operand || typeof (operand as { safeParse?: unknown }).safeParse !== 'function') problems.push('`operand` must be a zod schema');
   if (typeof evaluate !== 'function') problems.push('`evaluate(operand, actual)` must be a function');
+  else if (!isPlainFunction(evaluate)) problems.push('`evaluate` must be a plain synchronous function (an async or generator function never answers `true`)');
   if (problems.length > 0) throw new PluginLoadError(`${source}: ${problems.join('; ')}`);
   return {
     name: name as string,
@@ -47,7 +48,14 @@ export function definitionFrom(module: Record<string, unknown>, source: string):
     operand: operand as OperatorDefinition['operand'],
     evaluate: evaluate as NonNullable<OperatorDefinition['evaluate']>,
     source,
+    ...(moduleUrl ? { moduleUrl } : {}),
   };
+}
+
+/** Async and generator functions answer a promise or an iterator, never `true`: refused at load. */
+function isPlainFunction(fn: unknown): boolean {
+  const tag = Object.prototype.toString.call(fn);
+  return tag === '[object Function]';
 }
 
 /**
@@ -59,14 +67,16 @@ export async function loadPlugins(directory: string): Promise<OperatorDefinition
   for (const file of await pluginFiles(directory)) {
     const path = resolve(join(directory, file));
     let module: Record<string, unknown>;
+    let url: string;
     try {
       const { mtimeMs, size } = await stat(path);
       // Integers only: a dot in the query would read as a file extension to some loaders.
-      module = (await import(`${pathToFileURL(path).href}?version=${Math.trunc(mtimeMs * 1000)}-${size}`)) as Record<string, unknown>;
+      url = `${pathToFileURL(path).href}?version=${Math.trunc(mtimeMs * 1000)}-${size}`;
+      module = (await import(url)) as Record<string, unknown>;
     } catch (err) {
       throw new PluginLoadError(`${path}: cannot be loaded: ${(err as Error).message}`);
     }
-    definitions.push(definitionFrom(module, path));
+    definitions.push(definitionFrom(module, path, url));
   }
   return definitions;
 }

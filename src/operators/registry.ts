@@ -1,8 +1,12 @@
 // The constraint operator registry (DESIGN §6): built-in operators, evaluated inside the Rego
-// policy, plus plugin operators loaded from plugins/ and evaluated here when the policy calls the
-// custom builtin `agentgate.operator(name, operand, actual)`. The registry knows every operator's
-// operand schema, so grants are validated when they are requested, not when they are used.
+// policy, plus plugin operators loaded from plugins/, which the policy reaches through the custom
+// builtin `agentgate.operator(name, operand, actual)`. The registry knows every operator's operand
+// schema, so grants are validated when they are requested, not when they are used. The server
+// evaluates plugins in worker threads (sandbox.ts); `evaluate` here is the same reading in process,
+// for tests and benchmarks.
 import { z } from 'zod';
+import { runOperator } from './outcome.ts';
+import type { WorkerModule } from './sandbox-worker.ts';
 
 /** What a plugin module provides (see plugins/README.md). */
 export interface OperatorPlugin {
@@ -22,6 +26,8 @@ export interface OperatorDefinition {
   evaluate?: OperatorPlugin['evaluate'];
   /** The file a plugin came from (for messages). */
   source: string;
+  /** The URL the plugin was imported from; the plugin worker imports the same one. */
+  moduleUrl?: string;
 }
 
 /** Bounds that keep one constraint cheap to store and evaluate. */
@@ -74,19 +80,34 @@ export class OperatorRegistry {
     return [...this.#byName.keys()];
   }
 
+  /** True for an operator a plugin provides (the policy asks agentgate.operator about these). */
+  isPlugin(name: string): boolean {
+    return this.#byName.get(name)?.evaluate !== undefined;
+  }
+
+  /** The plugin definitions (built-ins excluded). */
+  plugins(): OperatorDefinition[] {
+    return [...this.#byName.values()].filter((d) => d.evaluate !== undefined);
+  }
+
+  /** What the plugin workers import: every plugin that came from a file. */
+  pluginModules(): WorkerModule[] {
+    return [...this.#byName.values()].flatMap((d) => (d.evaluate && d.moduleUrl ? [{ name: d.name, url: d.moduleUrl }] : []));
+  }
+
   /**
-   * The policy's `agentgate.operator` builtin. Never throws (an exception inside a wasm builtin
+   * A plugin operator evaluated in process. Never throws (an exception inside a wasm builtin
    * corrupts the instance): an unknown operator, an operand that no longer fits the plugin's
-   * schema, an exception or any answer but `true` reads as a violation.
+   * schema, an exception, a promise or any answer but `true` reads as a violation.
    */
   evaluate(name: string, operand: unknown, actual: unknown): boolean {
     const plugin = this.#byName.get(name);
     if (!plugin?.evaluate) return false;
     try {
       if (!plugin.operand.safeParse(operand).success) return false;
-      return plugin.evaluate(operand, actual) === true;
     } catch {
       return false;
     }
+    return runOperator(plugin.evaluate as (operand: unknown, actual: unknown) => unknown, operand, actual).kind === 'allowed';
   }
 }

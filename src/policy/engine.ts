@@ -70,6 +70,8 @@ export class WasmPolicyEngine implements PolicyEngine {
   readonly #memoryMaxPages: number;
   readonly #builtins: Record<string, (...args: unknown[]) => boolean>;
   #active: Artefact | null = null;
+  /** The answers of the decision being evaluated now (wasm runs synchronously, so one at a time). */
+  #decisionOperator: OperatorEvaluator | undefined;
   /** How many wasm instances were replaced after an exception (a metric worth alerting on). */
   #instanceReplacements = 0;
   /** Reloads run one at a time, so an older file can never be swapped in after a newer one. */
@@ -80,11 +82,12 @@ export class WasmPolicyEngine implements PolicyEngine {
     if (!Number.isInteger(pages) || pages < 1 || pages > 65536) throw new RangeError(`memoryMaxPages must be an integer in 1..65536, got ${pages}`);
     this.#options = options;
     this.#memoryMaxPages = pages;
-    const operator = options.operator;
     // An exception thrown inside a JS builtin corrupts the wasm instance (gotcha 3), so this one
-    // never throws: a failure, like an answer that is not `true`, reads as a violation.
+    // never throws: a failure, like an answer that is not `true`, reads as a violation. A decision's
+    // own answers (worked out in the plugin sandbox before it runs) take precedence over the default.
     this.#builtins = {
       'agentgate.operator': (name, operand, actual) => {
+        const operator = this.#decisionOperator ?? options.operator;
         if (operator === undefined || typeof name !== 'string') return false;
         try {
           return operator(name, operand, actual) === true;
@@ -101,8 +104,14 @@ export class WasmPolicyEngine implements PolicyEngine {
     return output;
   }
 
-  decideExecute(input: ExecuteInput): ExecuteOutput {
-    const output = this.#evaluate(this.#require(), EXECUTE_ENTRYPOINT, input);
+  decideExecute(input: ExecuteInput, operator?: OperatorEvaluator): ExecuteOutput {
+    let output: unknown;
+    this.#decisionOperator = operator;
+    try {
+      output = this.#evaluate(this.#require(), EXECUTE_ENTRYPOINT, input);
+    } finally {
+      this.#decisionOperator = undefined;
+    }
     if (!isExecuteOutput(output, input)) throw new PolicyError(`${EXECUTE_ENTRYPOINT} returned a malformed decision`);
     return output;
   }

@@ -84,7 +84,11 @@ export class PolicyError extends Error {
 /** The policy engine as services see it. It never answers an allow it did not compute. */
 export interface PolicyEngine {
   decideGrants(input: GrantsInput): GrantsOutput;
-  decideExecute(input: ExecuteInput): ExecuteOutput;
+  /**
+   * `operator` answers the policy's `agentgate.operator(name, operand, actual)` for this decision
+   * (the plugin sandbox's results); without it the engine's default answers, false when it has none.
+   */
+  decideExecute(input: ExecuteInput, operator?: (name: string, operand: unknown, actual: unknown) => boolean): ExecuteOutput;
   /** Identity of the active artefact, for health. */
   info(): { sha256: string; loadedAtMs: number; generation: number };
 }

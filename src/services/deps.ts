@@ -8,6 +8,7 @@ import type { Catalog } from '../execution/catalog.ts';
 import type { CapabilityRunner } from '../execution/handlers.ts';
 import type { Logger } from '../logger.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';
+import type { PluginSandbox } from '../operators/sandbox.ts';
 import type { ReloadOutcome } from '../policy/reloader.ts';
 import type { PolicyEngine } from '../policy/types.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
@@ -20,6 +21,8 @@ export interface ServiceDeps {
   policy: PolicyEngine;
   catalog: Catalog;
   operators: OperatorRegistry;
+  /** Where plugin operators run at execute: worker threads with a time budget. */
+  pluginSandbox: PluginSandbox;
   hostAuth: HostAuthenticator;
   agentAuth: AgentAuthenticator;
   keys: AgentKeyCache;

@@ -9,6 +9,9 @@ import type { AgentRecord, GrantRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { Capability } from '../execution/catalog.ts';
 import { CapabilityBackendError } from '../execution/handlers.ts';
+import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
+import { SandboxUnavailableError } from '../operators/sandbox.ts';
+import type { OperatorEvaluator } from '../policy/engine.ts';
 import type { ExecuteRoundTripResult } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
@@ -84,14 +87,15 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   if (unknown.length > 0) {
     throw new ApiError('unknown_constraint_operator', `the grant uses constraint operator(s) this server no longer knows: ${unknown.join(', ')}`, { unknown_operators: unknown });
   }
-  // Step 8: the policy decides on the constraints.
+  // Step 8: the policy decides on the constraints; plugin operators were answered in the sandbox.
+  const operator = await pluginAnswers(deps, active, args);
   const decision = withPolicy(deps.logger, 'agentgate/execute', () => deps.policy.decideExecute({
     now_ms: nowMs,
     agent: { id: agent.id, mode: agent.mode, host_id: agent.hostId },
     capability: capability.name,
     arguments: args,
     grants: active.map((g) => ({ id: g.id, constraints: g.constraints ?? null })),
-  }));
+  }, operator));
   if (!decision.allow) {
     if (decision.violations.length > 0) {
       throw new ApiError('constraint_violated', 'the arguments break the constraints of the grant', { violations: decision.violations });
@@ -130,6 +134,28 @@ async function verifiedKey(deps: ServiceDeps, agentId: string, token: string): P
   if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
   await verifySignature(token, fresh);
   return fresh;
+}
+
+const NO_PLUGIN_CALLS: OperatorEvaluator = () => false;
+
+/**
+ * The answers to every plugin operator call the policy will make, worked out in the plugin sandbox
+ * within its time budget (a call past it is a violation). Only executes whose grants use a plugin
+ * operator pay the worker round trip; a sandbox that cannot take the calls is a 503, never an allow.
+ */
+async function pluginAnswers(deps: ServiceDeps, grants: GrantRecord[], args: Record<string, unknown>): Promise<OperatorEvaluator> {
+  const calls = pluginCalls(grants, args, (name) => deps.operators.isPlugin(name));
+  if (calls.length === 0) return NO_PLUGIN_CALLS;
+  try {
+    const outcomes = await deps.pluginSandbox.evaluate(calls);
+    return answersFor(calls, outcomes.map((o) => o.kind === 'allowed'));
+  } catch (err) {
+    if (err instanceof SandboxUnavailableError) {
+      deps.logger.error('plugin operators unavailable; refusing', { err });
+      throw new ApiError('service_unavailable', 'constraint operators are unavailable; retry later');
+    }
+    throw err;
+  }
 }
 
 /** Active grants, else the refusal that explains why there is none. */

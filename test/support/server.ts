@@ -7,8 +7,7 @@ import { ManualClock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/execution/catalog.ts';
 import { silentLogger } from '../../src/logger.ts';
-import { loadPlugins } from '../../src/operators/plugin-loader.ts';
-import { OperatorRegistry } from '../../src/operators/registry.ts';
+import { startOperators } from '../../src/operators/setup.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import { PolicyReloader } from '../../src/policy/reloader.ts';
@@ -80,21 +79,19 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const catalog = options.capabilities
     ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities)
     : await loadCatalog(config.CAPABILITIES_FILE);
-  const pluginsDir = options.pluginsDir ?? config.PLUGINS_DIR;
-  const operators = new OperatorRegistry(await loadPlugins(pluginsDir));
-  const policy = await loadPolicyEngine({
-    wasmPath: config.POLICY_WASM_PATH,
-    goldenPath: config.POLICY_GOLDEN_PATH,
-    operator: (name, operand, actual) => operators.evaluate(name, operand, actual),
-  });
+  const plugins = await startOperators({
+    pluginsDir: options.pluginsDir ?? config.PLUGINS_DIR,
+    budgetMs: config.PLUGIN_BUDGET_MS,
+    workers: config.PLUGIN_WORKERS,
+    queueMax: config.PLUGIN_QUEUE_MAX,
+  }, silentLogger);
+  const operators = plugins.registry;
+  const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
   const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
   const limits = createRateLimits(config, silentLogger, redisClient, catalog.list());
-  const reloadOperators = async () => {
-    operators.replacePlugins(await loadPlugins(pluginsDir));
-    return operators.names();
-  };
   const app = buildApp({
-    config, store, clock, policy, catalog, operators, logger: silentLogger, limits, reloadOperators,
+    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, logger: silentLogger, limits,
+    reloadOperators: () => plugins.reload(),
     reloadPolicy: () => reloader.reload('admin'),
   });
   server.on('request', app.app);
@@ -108,6 +105,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await plugins.close();
       await cleanupStore();
     },
   };

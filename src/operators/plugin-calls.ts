@@ -1,0 +1,66 @@
+// The plugin operator calls one execute decision needs, worked out before the policy runs. Plugin
+// operators are evaluated in a worker with a time budget (sandbox.ts), which is asynchronous, while
+// the wasm policy asks `agentgate.operator(name, operand, actual)` synchronously. So agentgate asks
+// the worker first, for exactly the calls the shipped policy makes (rego: `violates(op, ...)` for a
+// non-built-in op of a grant's constraint object, with the argument or null), and the builtin then
+// answers from those results. A call nobody asked the worker about answers false: fail closed.
+import type { Constraints } from '../domain/types.ts';
+import type { OperatorEvaluator } from '../policy/engine.ts';
+
+export interface PluginCall {
+  name: string;
+  operand: unknown;
+  /** The argument's value, or null when it is missing (as the policy passes it). */
+  actual: unknown;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The distinct plugin calls the policy will make for these grants and arguments. Bounded by the
+ * grant caps (DESIGN §6 limits): grants per capability x constrained fields x operators per field.
+ */
+export function pluginCalls(
+  grants: ReadonlyArray<{ constraints?: Constraints | null | undefined }>,
+  args: Record<string, unknown>,
+  isPlugin: (name: string) => boolean,
+): PluginCall[] {
+  const calls = new Map<string, PluginCall>();
+  for (const grant of grants) {
+    if (!isPlainObject(grant.constraints)) continue;
+    for (const [field, constraint] of Object.entries(grant.constraints)) {
+      if (!isPlainObject(constraint)) continue;
+      for (const [name, operand] of Object.entries(constraint)) {
+        if (!isPlugin(name)) continue;
+        const actual = Object.hasOwn(args, field) ? args[field] : null;
+        const key = callKey(name, operand, actual);
+        if (!calls.has(key)) calls.set(key, { name, operand, actual });
+      }
+    }
+  }
+  return [...calls.values()];
+}
+
+/** An evaluator for the policy's builtin that answers only the given calls from their results. */
+export function answersFor(calls: readonly PluginCall[], allowed: readonly boolean[]): OperatorEvaluator {
+  const answers = new Map<string, boolean>();
+  calls.forEach((call, i) => answers.set(callKey(call.name, call.operand, call.actual), allowed[i] === true));
+  return (name, operand, actual) => answers.get(callKey(name, operand, actual)) === true;
+}
+
+/**
+ * One string per (name, operand, actual), equal for equal JSON values whatever their key order: the
+ * policy hands values back after a trip through wasm, which sorts object keys.
+ */
+export function callKey(name: string, operand: unknown, actual: unknown): string {
+  return canonicalJson([name, operand, actual]);
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (isPlainObject(value)) {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}

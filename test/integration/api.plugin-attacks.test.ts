@@ -1,0 +1,103 @@
+// Issue 12 findings 1 and 2 over HTTP, as the audit ran them: one request must not freeze the
+// server through a plugin operator, and no plugin answer may end the process.
+import { copyFile, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, code, http } from '../support/client.ts';
+import { newEd25519 } from '../support/keys.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const BUDGET_MS = 300;
+
+const SPIN = `import { z } from 'zod';
+export const name = 'spin';
+export const description = 'busy for 5 s on the argument "loop" (forever, to a request)';
+export const operand = z.literal(true);
+export function evaluate(_operand, actual) {
+  // Bounded so that, run in process as before issue 12, the test fails on its assertions instead of
+  // hanging the test run with it.
+  if (actual === 'loop') { const until = Date.now() + 5000; while (Date.now() < until); }
+  return true;
+}
+`;
+
+const REJECTING = `import { z } from 'zod';
+export const name = 'rejecting';
+export const description = 'answers a rejected promise (an async operator in disguise)';
+export const operand = z.literal(true);
+export function evaluate() { return Promise.reject(new Error('async failure')); }
+`;
+
+let dir: string;
+let server: TestServer;
+let c: Client;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'agentgate-plugin-attacks-'));
+  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
+  await copyFile('plugins/regex.ts', join(dir, 'regex.ts'));
+  await writeFile(join(dir, 'spin.mjs'), SPIN);
+  await writeFile(join(dir, 'rejecting.mjs'), REJECTING);
+  server = await startTestServer({ store: 'redis', pluginsDir: dir, env: { PLUGIN_BUDGET_MS: String(BUDGET_MS) } });
+  c = new Client(server);
+});
+afterAll(async () => {
+  await server.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** An autonomous agent of a brand-new key: what anyone on the network can make, no approval. */
+async function autonomousAgent(constraints: Record<string, unknown>) {
+  const { res, agent } = await c.register(await newEd25519(), { mode: 'autonomous', capabilities: [{ name: 'echo', constraints }] });
+  expect(res.status, res.text).toBe(200);
+  expect(res.json.status).toBe('active');
+  return agent!;
+}
+
+/** Starts `slow`, then asks /healthz while it runs; answers which finished first. */
+async function healthAnsweredWhile(slow: Promise<unknown>): Promise<{ healthFirst: boolean; healthStatus: number }> {
+  let slowDone = false;
+  void slow.then(() => { slowDone = true; });
+  await new Promise((r) => setTimeout(r, 30));
+  const health = await http('GET', c.url('/healthz'));
+  return { healthFirst: !slowDone, healthStatus: health.status };
+}
+
+describe('one request cannot freeze the server', () => {
+  it("ReDoS: the audit's regex constraint and 256 × 'a' is refused at once, the server keeps answering", async () => {
+    const pattern = '^a{0,99}a{0,99}a{0,99}a{0,99}a{0,99}b$';
+    const agent = await autonomousAgent({ x: { regex: pattern } });
+    const refused = await c.execute(agent, 'echo', { x: 'a'.repeat(256) });
+    expect(code(refused)).toBe('403 constraint_violated');
+    expect(refused.json.violations).toEqual([{ field: 'x', constraint: { regex: pattern }, actual: 'a'.repeat(256) }]);
+    expect((await c.execute(agent, 'echo', { x: `${'a'.repeat(255)}b` })).status).toBe(200);
+  });
+
+  it('a plugin stuck in a loop is stopped at PLUGIN_BUDGET_MS: its execute is refused and others are answered meanwhile', async () => {
+    const agent = await autonomousAgent({ x: { spin: true } });
+    const startedMs = Date.now();
+    const stuck = c.execute(agent, 'echo', { x: 'loop' });
+    const { healthFirst, healthStatus } = await healthAnsweredWhile(stuck);
+    expect(healthStatus).toBe(200);
+    expect(healthFirst).toBe(true);
+    const refused = await stuck;
+    expect(code(refused)).toBe('403 constraint_violated');
+    expect(refused.json.violations).toEqual([{ field: 'x', constraint: { spin: true }, actual: 'loop' }]);
+    expect(Date.now() - startedMs).toBeGreaterThanOrEqual(BUDGET_MS);
+    // The stuck worker was replaced: the same operator answers the next call.
+    expect((await c.execute(agent, 'echo', { x: 'fine' })).status).toBe(200);
+  });
+});
+
+describe('no plugin answer can end the process', () => {
+  it('an evaluate that answers a rejected promise is a violation, and the server keeps serving', async () => {
+    const agent = await autonomousAgent({ x: { rejecting: true } });
+    for (let i = 0; i < 3; i++) {
+      const refused = await c.execute(agent, 'echo', { x: 'anything' });
+      expect(code(refused)).toBe('403 constraint_violated');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await http('GET', c.url('/healthz'))).status).toBe(200);
+  });
+});

@@ -1,9 +1,11 @@
-// Public keys: shape validation, the supported-algorithm check, RFC 7638 thumbprints and import.
+// Public keys: shape validation (Ed25519 points via ed25519-point.ts), the supported-algorithm check,
+// RFC 7638 thumbprints and import.
 // The verify algorithm always comes from the stored key type, never from a JWT header (DESIGN §4).
 import { createHash } from 'node:crypto';
 import { importJWK } from 'jose';
 import { z } from 'zod';
 import { ApiError } from '../errors.ts';
+import { ed25519PublicKeyProblem } from './ed25519-point.ts';
 import type { PublicJwk } from '../domain/types.ts';
 
 /** Key types agentgate can verify, and the JWS `alg` each one signs with. */
@@ -47,10 +49,20 @@ export function parsePublicJwk(value: unknown, supported: readonly string[], lab
     throw new ApiError('unsupported_algorithm', `${label} key type ${JSON.stringify(typeName)} is not supported; supported: ${supported.join(', ')}`);
   }
   const keyType = typeName as KeyType;
-  if (keyType === 'Ed25519') {
-    if (raw.kty !== 'OKP' || !raw.x || Buffer.from(raw.x, 'base64url').length !== 32) {
-      throw new ApiError('invalid_request', `${label} is not a valid Ed25519 public key`);
+  // The spare bits of a base64url string's last character let one key be written several ways,
+  // each with its own RFC 7638 thumbprint, i.e. its own identity here. Only the canonical spelling
+  // (what re-encoding the decoded bytes gives) is accepted.
+  for (const coordinate of [raw.x, raw.y]) {
+    if (coordinate !== undefined && Buffer.from(coordinate, 'base64url').toString('base64url') !== coordinate) {
+      throw new ApiError('invalid_request', `${label} is not canonical base64url (the same key has exactly one spelling)`);
     }
+  }
+  if (keyType === 'Ed25519') {
+    if (raw.kty !== 'OKP' || !raw.x) throw new ApiError('invalid_request', `${label} is not a valid Ed25519 public key`);
+    // Small-order and non-canonical points are refused here, at registration and rotation, so they
+    // never become a stored key (audit finding 15); verification never has to think about them.
+    const problem = ed25519PublicKeyProblem(Buffer.from(raw.x, 'base64url'));
+    if (problem) throw new ApiError('invalid_request', `${label} is not a valid Ed25519 public key: ${problem}`);
     return { jwk: { kty: 'OKP', crv: 'Ed25519', x: raw.x }, keyType };
   }
   if (raw.kty !== 'EC' || !raw.x || !raw.y || Buffer.from(raw.x, 'base64url').length !== 32 || Buffer.from(raw.y, 'base64url').length !== 32) {

@@ -9,6 +9,7 @@ import type { Config } from './config.ts';
 import type { Catalog } from './execution/catalog.ts';
 import { createCapabilityRunner, type CapabilityRunner } from './execution/handlers.ts';
 import { adminRouter } from './http/admin.ts';
+import { bodyDepthLimit } from './http/body-depth.ts';
 import { agentRouter } from './http/agent.ts';
 import { capabilityRouter } from './http/capability.ts';
 import { discoveryRouter } from './http/discovery.ts';
@@ -88,6 +89,7 @@ export function buildApp(input: AppDependencies): App {
     next();
   });
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
+  app.use(bodyDepthLimit(config.MAX_JSON_DEPTH));
   app.use(discoveryRouter(config, input.limits));
   app.use(healthRouter(deps));
   app.use(openApiRouter(config));

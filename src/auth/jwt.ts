@@ -51,7 +51,7 @@ export function decodeJwt(token: string, expectedTyp: 'host+jwt' | 'agent+jwt'):
 
 /**
  * exp and iat are required numbers; the token lifetime is capped; 30 s skew by default on exp;
- * an iat more than the skew in the future is refused; jti is required.
+ * an iat or nbf more than the skew in the future is refused; jti is required.
  */
 export function checkTimeAndJti(claims: Record<string, unknown>, rules: TimeRules): { jti: string; exp: number; iat: number } {
   const { exp, iat, jti } = claims;
@@ -62,6 +62,12 @@ export function checkTimeAndJti(claims: Record<string, unknown>, rules: TimeRule
   if (exp <= iat) throw invalid('JWT exp must be after iat');
   if (iat > rules.nowSeconds + rules.skewSeconds) throw invalid('JWT iat is in the future');
   if (exp + rules.skewSeconds <= rules.nowSeconds) throw invalid('JWT has expired');
+  // RFC 7519 §4.1.5: not before `nbf`, with the same skew as `iat`. Optional, but honoured when sent.
+  const { nbf } = claims;
+  if (nbf !== undefined) {
+    if (typeof nbf !== 'number' || !Number.isFinite(nbf)) throw invalid('JWT nbf claim must be a number');
+    if (nbf > rules.nowSeconds + rules.skewSeconds) throw invalid('JWT is not valid yet (nbf is in the future)');
+  }
   return { jti, exp, iat };
 }
 

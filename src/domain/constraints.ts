@@ -4,6 +4,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { ApiError } from '../errors.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';
+import { checkConstraintSize } from './limits.ts';
 import type { Constraints } from './types.ts';
 
 export const MAX_CONSTRAINED_FIELDS = 64;
@@ -24,16 +25,19 @@ export function unknownOperators(constraints: Constraints | undefined | null, re
 }
 
 /**
- * Validates constraints proposed for one capability: 400 unknown_constraint_operator listing every
- * unknown operator across `all` (so the client fixes them in one pass), then 400 invalid_request
- * for an operand that fails its operator's schema, naming the field and operator.
+ * Validates the constraints proposed for each capability: 400 unknown_constraint_operator listing
+ * every unknown operator across `all` (so the client fixes them in one pass), then 400
+ * invalid_request for constraints over the size limits (domain/limits.ts) or an operand that fails
+ * its operator's schema, naming the field and operator. Size comes before schemas: a schema never
+ * sees an oversized operand.
  */
-export function validateConstraints(all: Array<Constraints | undefined>, registry: OperatorRegistry): void {
-  const unknown = [...new Set(all.flatMap((c) => unknownOperators(c, registry)))];
+export function validateConstraints(all: ReadonlyArray<{ capability: string; constraints: Constraints | undefined }>, registry: OperatorRegistry): void {
+  const unknown = [...new Set(all.flatMap((c) => unknownOperators(c.constraints, registry)))];
   if (unknown.length > 0) {
     throw new ApiError('unknown_constraint_operator', `unknown constraint operator(s): ${unknown.join(', ')}`, { unknown_operators: unknown });
   }
-  for (const constraints of all) {
+  for (const { capability, constraints } of all) checkConstraintSize(capability, constraints);
+  for (const { constraints } of all) {
     if (!constraints) continue;
     const fields = Object.entries(constraints);
     if (fields.length > MAX_CONSTRAINED_FIELDS) throw new ApiError('invalid_request', `at most ${MAX_CONSTRAINED_FIELDS} constrained fields`);

@@ -44,13 +44,13 @@ export function adminRouter(deps: ServiceDeps): Router {
 
   router.post('/admin/agents/:agentId/approve', async (req, res) => {
     const body = parseWith(adminApproveBodySchema, req.body ?? {}, 'body');
-    const snapshot = await admin.approveAgent(deps, req.params.agentId, { capabilities: body.capabilities, userId: body.user_id });
+    const snapshot = await admin.approveAgent(deps, req.params.agentId, { capabilities: body.capabilities, userId: body.user_id, userCode: body.user_code });
     res.json(agentView(snapshot, view()));
   });
 
   router.post('/admin/agents/:agentId/deny', async (req, res) => {
     const body = parseWith(adminDenyBodySchema, req.body ?? {}, 'body');
-    res.json(agentView(await admin.denyAgent(deps, req.params.agentId, body.user_id), view()));
+    res.json(agentView(await admin.denyAgent(deps, req.params.agentId, { userId: body.user_id, userCode: body.user_code }), view()));
   });
 
   router.post('/admin/agents/:agentId/expire', async (req, res) => {

@@ -124,7 +124,7 @@ async function revocationActor(deps: ServiceDeps, req: Request, agentId: string 
   }
   const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
   if (agentId && agentId !== verified.snapshot.agent.id) throw new ApiError('unauthorized', 'an agent may only revoke its own capabilities');
-  return { kind: 'agent' as const, agentId: verified.snapshot.agent.id };
+  return { kind: 'agent' as const, agentId: verified.snapshot.agent.id, capabilityClaim: verified.capabilityClaim };
 }
 
 function requireIntrospectionCaller(deps: ServiceDeps, req: Request): void {

@@ -76,9 +76,13 @@ export const adminCreateHostBodySchema = z.object({
   user_id: id.default('admin'),
 });
 
+/** The code the approver was shown; when given, only the approval it names can be decided. */
+const userCode = z.string().min(1).max(32).optional();
+
 export const adminApproveBodySchema = z.object({
   capabilities: z.array(capabilityName).max(100).optional(),
   user_id: id.default('admin'),
+  user_code: userCode,
 });
 
-export const adminDenyBodySchema = z.object({ user_id: id.default('admin') });
+export const adminDenyBodySchema = z.object({ user_id: id.default('admin'), user_code: userCode });

@@ -5,6 +5,7 @@
 // evaluates plugins in worker threads (sandbox.ts); `evaluate` here is the same reading in process,
 // for tests and benchmarks.
 import { z } from 'zod';
+import { GRANT_LIMITS } from '../domain/limits.ts';
 import { runOperator } from './outcome.ts';
 import type { WorkerModule } from './sandbox-worker.ts';
 
@@ -30,11 +31,8 @@ export interface OperatorDefinition {
   moduleUrl?: string;
 }
 
-/** Bounds that keep one constraint cheap to store and evaluate. */
-export const MAX_LIST_OPERAND_ITEMS = 1000;
-
 const finiteNumber = z.number().refine(Number.isFinite, 'must be a finite number');
-const jsonList = z.array(z.unknown()).max(MAX_LIST_OPERAND_ITEMS);
+const jsonList = z.array(z.unknown()).max(GRANT_LIMITS.listOperandItems);
 
 export const BUILTIN_OPERATORS: readonly OperatorDefinition[] = [
   { name: 'eq', description: 'the argument equals the operand (JSON structural equality)', operand: z.unknown(), source: 'built-in' },

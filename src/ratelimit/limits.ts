@@ -7,7 +7,7 @@ import type { Config } from '../config.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 
-export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'unknownHostRegistration'] as const;
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 export interface LimitSpec {
@@ -21,6 +21,7 @@ export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     host: { points: config.RATE_LIMIT_HOST_PER_MINUTE, durationSeconds: 60 },
     status: { points: config.RATE_LIMIT_STATUS_PER_MINUTE, durationSeconds: 60 },
     ip: { points: config.RATE_LIMIT_IP_PER_MINUTE, durationSeconds: 60 },
+    registration: { points: config.RATE_LIMIT_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
     unknownHostRegistration: { points: config.RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
   };
 }

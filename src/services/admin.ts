@@ -7,6 +7,7 @@ import { activationClocks, lifetimeSettings, statusRefusal } from '../domain/lif
 import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { ServiceDeps } from './deps.ts';
+import { releasePendingSlot } from './agents.ts';
 import { activateHost, linkHost } from './hosts.ts';
 import { newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
@@ -37,49 +38,73 @@ export async function preRegisterHost(deps: ServiceDeps, request: PreRegisterHos
     activatedAtMs: nowMs,
   });
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', 'this host key belongs to a revoked host');
-  if (!created) await deps.store.updateHost(host.id, { defaultCapabilities: request.defaultCapabilities, updatedAtMs: nowMs });
+  // Only a live host takes new defaults; a revoked one is refused by linkHost just below.
+  if (!created) await deps.store.updateHost(host.id, { defaultCapabilities: request.defaultCapabilities, updatedAtMs: nowMs }, ['pending', 'active']);
   return linkHost(deps, { ...host, defaultCapabilities: request.defaultCapabilities }, request.userId);
 }
 
+/** What a person (or the admin acting for one) decided about an agent's open approval. */
+export interface ApprovalDecision {
+  /** The capabilities to approve (all of the approval's when absent); the approval's others are denied. */
+  capabilities?: string[] | undefined;
+  userId: string;
+  /** The code the approver was shown: when given, it must name the agent's open approval. */
+  userCode?: string | undefined;
+}
+
 /**
- * Approves the agent's pending registration and/or pending grants: the named capabilities (all
- * when none are named) become active, the other pending ones denied. Approving a delegated
- * agent of an unlinked host links the host to the approving user.
+ * Approves what the agent's open approval waits on: its registration and/or exactly the grant ids
+ * it was created for (DESIGN §8), the named capabilities becoming active and the rest denied.
+ * Approving a delegated agent of an unlinked host links the host to the approving user.
  */
-export async function approveAgent(deps: ServiceDeps, agentId: string, approval: { capabilities?: string[] | undefined; userId: string }) {
+export async function approveAgent(deps: ServiceDeps, agentId: string, decision: ApprovalDecision) {
   const before = await deps.store.getAgent(agentId);
   if (!before) throw new ApiError('agent_not_found', 'no agent has this id');
   const host = await deps.store.getHost(before.agent.hostId);
   if (!host) throw new ApiError('host_not_found', "the agent's host does not exist");
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   const nowMs = deps.clock.nowMs();
-  const snapshot = await transitionAgent(deps.store, agentId, (current) => decideApproval(deps, current, approval, nowMs, true));
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => decideApproval(deps, current, decision, nowMs, 'approve'));
+  await releasePendingSlot(deps, snapshot);
   if (host.status === 'pending' || (snapshot.agent.mode === 'delegated' && host.userId === undefined)) {
-    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, approval.userId);
+    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, decision.userId);
     else await activateHost(deps, host);
   }
   return (await deps.store.getAgent(agentId)) ?? snapshot;
 }
 
-export async function denyAgent(deps: ServiceDeps, agentId: string, userId: string) {
+/** Denies what the agent's open approval waits on: a pending agent becomes rejected, its grants denied. */
+export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Omit<ApprovalDecision, 'capabilities'>) {
   const nowMs = deps.clock.nowMs();
-  return transitionAgent(deps.store, agentId, (current) => decideApproval(deps, current, { capabilities: [], userId }, nowMs, false));
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => decideApproval(deps, current, { ...decision, capabilities: [] }, nowMs, 'deny'));
+  await releasePendingSlot(deps, snapshot);
+  return snapshot;
 }
 
-function decideApproval(
-  deps: ServiceDeps, current: AgentSnapshot, approval: { capabilities?: string[] | undefined; userId: string }, nowMs: number, approve: boolean,
-) {
+/** User codes compare case-insensitively, with or without separators (RFC 8628 §6.1). */
+const normalizeCode = (code: string) => code.replace(/[^A-Za-z0-9]/g, '').toUpperCase();
+
+function decideApproval(deps: ServiceDeps, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number, verdict: 'approve' | 'deny') {
   const { agent, grants } = current;
+  // Decided on the state this change is written over: a host revoked meanwhile cannot be approved into.
+  if (agent.hostStatus === 'revoked' || agent.hostStatus === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   if (agent.status !== 'pending' && agent.status !== 'active') throw statusRefusal({ status: agent.status })!;
-  const pending = grants.filter((g) => g.status === 'pending');
-  if (agent.status === 'active' && pending.length === 0) throw new ApiError('invalid_request', 'the agent has nothing awaiting approval');
-  const chosen = new Set(approval.capabilities ?? pending.map((g) => g.capability));
+  const approval = agent.approval;
+  if (!approval) throw new ApiError('invalid_request', 'the agent has nothing awaiting approval');
+  if (decision.userCode !== undefined && normalizeCode(decision.userCode) !== normalizeCode(approval.userCode)) {
+    throw new ApiError('invalid_request', "the user code does not name the agent's open approval (it was superseded by a newer request, or never existed)");
+  }
+  if (approval.expiresAtMs <= nowMs) throw new ApiError('invalid_request', 'the approval has expired; the agent must ask again');
+  const decides = new Set(approval.grantIds);
+  const pending = grants.filter((g) => g.status === 'pending' && decides.has(g.id));
+  const chosen = new Set(decision.capabilities ?? pending.map((g) => g.capability));
+  const approve = verdict === 'approve';
   // An operator may have been removed (or its schema tightened) since the grant was requested.
-  if (approve) validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => g.constraints), deps.operators);
+  if (approve) validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => ({ capability: g.capability, constraints: g.constraints })), deps.operators);
   const decided = pending.map((g) =>
     approve && chosen.has(g.capability)
-      ? { ...g, status: 'active' as const, grantedBy: approval.userId, updatedAtMs: nowMs }
-      : { ...g, status: 'denied' as const, deniedBy: approval.userId, updatedAtMs: nowMs },
+      ? { ...g, status: 'active' as const, grantedBy: decision.userId, updatedAtMs: nowMs }
+      : { ...g, status: 'denied' as const, deniedBy: decision.userId, updatedAtMs: nowMs },
   );
   if (agent.status === 'active') return { upsertGrants: decided, set: { approval: null, updatedAtMs: nowMs } };
   if (!approve) return { upsertGrants: decided, set: { status: 'rejected' as const, approval: null, updatedAtMs: nowMs } };
@@ -91,7 +116,7 @@ function decideApproval(
       approval: null,
       activatedAtMs: clocks.activatedAtMs,
       maxLifetimeExpiresAtMs: clocks.maxLifetimeExpiresAtMs,
-      ...(agent.mode === 'delegated' ? { userId: approval.userId } : {}),
+      ...(agent.mode === 'delegated' ? { userId: decision.userId } : {}),
       updatedAtMs: nowMs,
     },
     sessionExpiresAtMs: clocks.sessionExpiresAtMs,

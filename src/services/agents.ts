@@ -2,13 +2,15 @@
 // revoke (§4.7), rotate-key (§4.8), request-capability (§4.4) and revoke-capability (Docs).
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
 import type { VerifiedHost } from '../auth/host-auth.ts';
-import { grantCovers, validateConstraints } from '../domain/constraints.ts';
+import { grantCovers } from '../domain/constraints.ts';
+import { historyAfterReactivation, pruneHistory } from '../domain/grant-history.ts';
 import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
-import type { AgentSnapshot, GrantRecord, HostRecord } from '../domain/types.ts';
+import { checkLiveGrantLimits } from '../domain/limits.ts';
+import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { extendApproval, newApproval } from './approvals.ts';
+import { newApproval, withoutGrants } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
-import { decideNewGrants, dedupeRequests, type RequestedCapability } from './grant-decisions.ts';
+import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { transitionAgent } from './transitions.ts';
 
 /** The agent named by a host request, which must belong to that host (403 unauthorized). */
@@ -61,13 +63,10 @@ function reactivationChange(deps: ServiceDeps, host: HostRecord, snapshot: Agent
   const fresh = decideNewGrants(deps, {
     action: 'reactivate', host, agent, requests: defaults, existing: grants, agentId: agent.id, nowMs,
   });
-  const regranted = new Set(fresh.map((g) => g.capability));
-  // Earlier grants are revoked (escalations must be re-requested) and kept once per capability,
-  // so a later execute of a withdrawn capability answers grant_revoked.
-  const history = new Map<string, GrantRecord>();
-  for (const g of grants) {
-    if (!regranted.has(g.capability)) history.set(g.capability, { ...g, status: 'revoked', updatedAtMs: nowMs });
-  }
+  // Earlier grants end (escalations must be re-requested); the last decision per capability stays
+  // on record, so a later request of a denied or revoked capability asks a person again and a later
+  // execute of a withdrawn one answers grant_revoked.
+  const history = historyAfterReactivation(grants, fresh, nowMs);
   const pendingIds = fresh.filter((g) => g.status === 'pending').map((g) => g.id);
   const clocks = activationClocks(nowMs, lifetimeSettings(deps.config));
   const needsApproval = pendingIds.length > 0;
@@ -79,7 +78,7 @@ function reactivationChange(deps: ServiceDeps, host: HostRecord, snapshot: Agent
       updatedAtMs: nowMs,
       approval: needsApproval ? newApproval(pendingIds, nowMs, deps.config) : null,
     },
-    replaceGrants: [...fresh, ...history.values()],
+    replaceGrants: [...fresh, ...history],
     sessionExpiresAtMs: clocks.sessionExpiresAtMs,
   };
 }
@@ -90,6 +89,19 @@ export function revokeChange(snapshot: AgentSnapshot, nowMs: number) {
     set: { status: 'revoked' as const, updatedAtMs: nowMs, approval: null },
     upsertGrants: snapshot.grants.filter((g) => g.status !== 'revoked' && g.status !== 'denied').map((g) => ({ ...g, status: 'revoked' as const, updatedAtMs: nowMs })),
   };
+}
+
+/**
+ * Once an agent no longer waits for approval, its host's pending slot is freed. Best effort: a slot
+ * left behind only frees itself when the approval would have lapsed, which errs towards refusing.
+ */
+export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnapshot): Promise<void> {
+  if (snapshot.agent.status === 'pending') return;
+  try {
+    await deps.store.forgetPendingAgent(snapshot.agent.hostId, snapshot.agent.id);
+  } catch (err) {
+    deps.logger.warn('could not free a pending-agent slot; it frees itself when the approval lapses', { agentId: snapshot.agent.id, err });
+  }
 }
 
 async function invalidate(deps: ServiceDeps, agentId: string): Promise<void> {
@@ -106,6 +118,7 @@ export async function revokeAgent(deps: ServiceDeps, token: string | null, agent
     return snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, deps.clock.nowMs());
   });
   await invalidate(deps, agentId);
+  await releasePendingSlot(deps, result);
   deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
   return result;
 }
@@ -135,14 +148,24 @@ export async function rotateAgentKey(deps: ServiceDeps, token: string | null, ag
   return result;
 }
 
-/** Bounds the grants one agent accumulates (each execute reads one capability's grants in Lua). */
-export const MAX_GRANTS_PER_AGENT = 256;
-
 export interface CapabilityRequestResult {
   snapshot: AgentSnapshot;
   /** The grants answering this request, one per requested capability. */
   grants: GrantRecord[];
 }
+
+/** A JWT `capabilities` claim restricts the token to those names wherever the agent names any. */
+function assertClaimAllows(claim: readonly string[] | null, names: readonly string[]): void {
+  if (claim === null) return;
+  const outside = names.filter((n) => !claim.includes(n));
+  if (outside.length > 0) {
+    throw new ApiError('unauthorized', `the JWT capabilities claim does not include: ${outside.join(', ')}`);
+  }
+}
+
+/** An approval is still open when it has not expired. */
+const isOpen = (approval: ApprovalRecord | undefined, nowMs: number): approval is ApprovalRecord =>
+  approval !== undefined && approval.expiresAtMs > nowMs;
 
 // Protocol §4.4: new grants (active or pending + approval); 409 when all are already granted.
 export async function requestCapabilities(
@@ -152,15 +175,20 @@ export async function requestCapabilities(
   const verified = await deps.agentAuth.verify(token, { audiences: [config.issuer], consumeJti: true });
   const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, clock.nowMs());
   if (refusal) throw refusal;
+  const requests = dedupeRequests(requested);
+  assertClaimAllows(verified.capabilityClaim, requests.map((r) => r.name));
   const host = await store.getHost(verified.snapshot.agent.hostId);
   if (!host) throw new ApiError('host_not_found', "the agent's host no longer exists");
-  const requests = dedupeRequests(requested);
   // Every proposal is checked, including ones an existing grant already covers: an unknown
   // operator is an error even when the answer would otherwise be already_granted.
-  validateConstraints(requests.map((r) => r.constraints), deps.operators);
+  validateRequests(deps, requests);
   let answer: GrantRecord[] = [];
   const snapshot = await transitionAgent(store, verified.snapshot.agent.id, (current) => {
     const nowMs = clock.nowMs();
+    // The agent may have been revoked (or expired) since it authenticated: decided again on the
+    // state this change will be written over, so a racing revoke cannot be followed by a new grant.
+    const stillUsable = agentRefusal(current.agent, current.sessionExpiresAtMs, nowMs);
+    if (stillUsable) throw stillUsable;
     const covering = (r: RequestedCapability) =>
       current.grants.find((g) => g.capability === r.name && g.status === 'active' && grantCovers(g.constraints, r.constraints));
     const waiting = (r: RequestedCapability) => current.grants.find((g) => g.capability === r.name && g.status === 'pending');
@@ -168,40 +196,54 @@ export async function requestCapabilities(
     if (open.length === 0 && requests.every((r) => covering(r))) {
       throw new ApiError('already_granted', 'every requested capability is already granted');
     }
-    if (current.grants.length + open.length > MAX_GRANTS_PER_AGENT) {
-      throw new ApiError('limit_exceeded', `an agent holds at most ${MAX_GRANTS_PER_AGENT} grants`);
-    }
+    checkLiveGrantLimits(current.grants, open.map((r) => ({ capability: r.name })));
     const fresh = decideNewGrants(deps, {
       action: 'request_capability', host, agent: current.agent, requests: open, existing: current.grants, agentId: current.agent.id, nowMs, reason,
     });
     answer = requests.map((r) => covering(r) ?? waiting(r) ?? fresh.find((g) => g.capability === r.name)!);
-    const pendingIds = answer.filter((g) => g.status === 'pending').map((g) => g.id);
-    if (fresh.length === 0 && pendingIds.every((id) => current.agent.approval?.grantIds.includes(id))) return null;
+    const answerPending = answer.filter((g) => g.status === 'pending').map((g) => g.id);
+    const approval = current.agent.approval;
+    const covered = isOpen(approval, nowMs) && answerPending.every((id) => approval.grantIds.includes(id));
+    // A request that adds pending grants, or waits on grants whose approval lapsed, gets a new
+    // approval with a new code for every pending grant; an open approval is never extended.
+    const renew = fresh.some((g) => g.status === 'pending') || (answerPending.length > 0 && !covered);
+    if (fresh.length === 0 && !renew) return null;
+    const allPending = [...current.grants, ...fresh].filter((g) => g.status === 'pending').map((g) => g.id);
     return {
-      upsertGrants: fresh,
-      set: {
-        updatedAtMs: nowMs,
-        ...(pendingIds.length > 0 ? { approval: extendApproval(current.agent.approval, pendingIds, nowMs, config) } : {}),
-      },
+      replaceGrants: pruneHistory([...current.grants, ...fresh]),
+      set: { updatedAtMs: nowMs, ...(renew ? { approval: newApproval(allPending, nowMs, config) } : {}) },
     };
   });
   return { snapshot, grants: answer };
 }
 
+export type RevocationActor =
+  | { kind: 'agent'; agentId: string; capabilityClaim: string[] | null }
+  | { kind: 'host'; verified: VerifiedHost; agentId: string };
+
 // Docs/Ref extension POST /agent/revoke-capability: every non-revoked grant for each named
-// capability becomes revoked; idempotent. Callable by the agent itself or by its host.
+// capability becomes revoked; idempotent. Callable by the agent itself or by its host, for a usable
+// agent only (an expired agent's grants are reset by reactivation; a revoked one has none left).
 export async function revokeCapabilities(
-  deps: ServiceDeps, actor: { kind: 'agent'; agentId: string } | { kind: 'host'; verified: VerifiedHost; agentId: string }, names: string[],
+  deps: ServiceDeps, actor: RevocationActor, names: string[],
 ): Promise<{ snapshot: AgentSnapshot; revoked: GrantRecord[] }> {
   if (actor.kind === 'host') await ownedAgent(deps, actor.verified, actor.agentId);
+  else assertClaimAllows(actor.capabilityClaim, names);
   let revoked: GrantRecord[] = [];
   const wanted = new Set(names);
   const snapshot = await transitionAgent(deps.store, actor.agentId, (current) => {
     const nowMs = deps.clock.nowMs();
+    const refusal = agentRefusal(current.agent, current.sessionExpiresAtMs, nowMs);
+    if (refusal) throw refusal;
     revoked = current.grants
       .filter((g) => wanted.has(g.capability) && g.status !== 'revoked')
       .map((g) => ({ ...g, status: 'revoked' as const, updatedAtMs: nowMs }));
-    return revoked.length === 0 ? null : { upsertGrants: revoked, set: { updatedAtMs: nowMs } };
+    if (revoked.length === 0) return null;
+    // A withdrawn pending grant leaves the approval that was to decide it.
+    const withdrawn = new Set(revoked.filter((g) => current.grants.find((c) => c.id === g.id)?.status === 'pending').map((g) => g.id));
+    const approval = current.agent.approval;
+    const approvalChange = approval && withdrawn.size > 0 ? { approval: withoutGrants(approval, withdrawn, current.agent.status === 'pending') } : {};
+    return { upsertGrants: revoked, set: { updatedAtMs: nowMs, ...approvalChange } };
   });
   return { snapshot, revoked };
 }

@@ -1,4 +1,7 @@
 // RFC 8628 device-authorization approval objects (protocol §10), created when consent is needed.
+// An approval decides exactly the grant ids it was created for (DESIGN §8): a new request never
+// joins an open approval, it gets a new one with a new code, so a person can only ever approve what
+// the code showed them (issue 12 finding 7).
 import type { Config } from '../config.ts';
 import type { ApprovalRecord } from '../domain/types.ts';
 import { newApprovalId, newUserCode } from './ids.ts';
@@ -14,10 +17,13 @@ export function newApproval(grantIds: string[], nowMs: number, config: Config): 
   };
 }
 
-/** Keeps an open approval (adding grant ids) or opens a new one when none is open. */
-export function extendApproval(current: ApprovalRecord | undefined, grantIds: string[], nowMs: number, config: Config): ApprovalRecord {
-  if (current && current.expiresAtMs > nowMs) {
-    return { ...current, grantIds: [...new Set([...current.grantIds, ...grantIds])] };
-  }
-  return newApproval(grantIds, nowMs, config);
+/**
+ * The approval after some of its grants were withdrawn (revoked by the agent or its host): it keeps
+ * its code and decides only what is left, which is less than the person was shown. With nothing
+ * left, and no registration waiting on it, there is nothing to approve: null.
+ */
+export function withoutGrants(approval: ApprovalRecord, withdrawnIds: ReadonlySet<string>, registrationWaits: boolean): ApprovalRecord | null {
+  const grantIds = approval.grantIds.filter((id) => !withdrawnIds.has(id));
+  if (grantIds.length === 0 && !registrationWaits) return null;
+  return { ...approval, grantIds };
 }

@@ -24,13 +24,17 @@ export async function resolveViewer(deps: ServiceDeps, token: string | null): Pr
   }
   const typ = peekTyp(token);
   if (typ === 'host+jwt') {
-    await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true });
+    // A pending host (anyone can make one) sees no more than an anonymous caller would: DESIGN §9
+    // allows it registration and status only.
+    await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
     return { kind: 'host' };
   }
   const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
   const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, deps.clock.nowMs());
   if (refusal) throw refusal;
-  return { kind: 'agent', grants: verified.snapshot.grants };
+  // A token restricted by its capabilities claim reports grants only for those capabilities.
+  const claim = verified.capabilityClaim;
+  return { kind: 'agent', grants: claim ? verified.snapshot.grants.filter((g) => claim.includes(g.capability)) : verified.snapshot.grants };
 }
 
 function peekTyp(token: string): string | undefined {

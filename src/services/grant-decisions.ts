@@ -2,6 +2,7 @@
 // ask the policy (`agentgate/grants`) per capability, refuse denials, and narrow constraints by
 // what the server imposes. Shared by register, request-capability and reactivate.
 import { narrowConstraints, validateConstraints } from '../domain/constraints.ts';
+import { previousStatus } from '../domain/grant-history.ts';
 import type { AgentRecord, Constraints, GrantRecord, GrantStatus, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
@@ -33,12 +34,17 @@ export function dedupeRequests(requests: RequestedCapability[]): RequestedCapabi
   return requests.filter((r) => (seen.has(r.name) ? false : (seen.add(r.name), true)));
 }
 
+/** Operator, size and schema checks of every proposal (400s), before anything is decided. */
+export function validateRequests(deps: ServiceDeps, requests: readonly RequestedCapability[]): void {
+  validateConstraints(requests.map((r) => ({ capability: r.name, constraints: r.constraints })), deps.operators);
+}
+
 export interface GrantDecisionArgs {
   action: GrantsInput['action'];
   host: HostRecord;
   agent: Pick<AgentRecord, 'mode'> & { id: string | null };
   requests: RequestedCapability[];
-  /** The agent's existing grants (previous statuses feed the policy). */
+  /** The agent's existing grants: the last decision per capability feeds the policy. */
   existing: GrantRecord[];
   agentId: string;
   nowMs: number;
@@ -47,7 +53,7 @@ export interface GrantDecisionArgs {
 
 /** New grant records (active or pending) for `requests`; throws on invalid or blocked ones. */
 export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): GrantRecord[] {
-  validateConstraints(args.requests.map((r) => r.constraints), deps.operators);
+  validateRequests(deps, args.requests);
   if (args.requests.length === 0) return [];
   const input: GrantsInput = {
     now_ms: args.nowMs,
@@ -63,15 +69,18 @@ export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): Gra
       capability: r.name,
       exists: deps.catalog.has(r.name),
       constraints: r.constraints ?? null,
-      previous_status: latestStatus(args.existing, r.name),
+      previous_status: previousStatus(args.existing, r.name),
     })),
   };
   const output: GrantsOutput = withPolicy(deps.logger, 'agentgate/grants', () => deps.policy.decideGrants(input));
   const byName = new Map(output.decisions.map((d) => [d.capability, d]));
-  const refused = args.requests.filter((r) => (byName.get(r.name)?.decision ?? 'deny') === 'deny').map((r) => r.name);
+  const refused = args.requests.filter((r) => (byName.get(r.name)?.decision ?? 'deny') === 'deny');
   if (refused.length > 0) {
-    throw new ApiError('invalid_capabilities', `capabilities that do not exist or may not be requested: ${refused.join(', ')}`, {
-      invalid_capabilities: refused,
+    // The policy's own reasons travel with the refusal: "blocked by policy" tells a client more
+    // than a generic sentence would.
+    const reasons = refused.map((r) => `${r.name} (${byName.get(r.name)?.reason ?? 'refused by policy'})`);
+    throw new ApiError('invalid_capabilities', `capabilities that do not exist or may not be requested: ${reasons.join(', ')}`, {
+      invalid_capabilities: refused.map((r) => r.name),
     });
   }
   return args.requests.map((r) => {
@@ -90,11 +99,4 @@ export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): Gra
       updatedAtMs: args.nowMs,
     };
   });
-}
-
-/** The status of the newest grant for a capability, or null. */
-export function latestStatus(grants: GrantRecord[], capability: string): GrantStatus | null {
-  let latest: GrantRecord | undefined;
-  for (const g of grants) if (g.capability === capability && (!latest || g.createdAtMs >= latest.createdAtMs)) latest = g;
-  return latest?.status ?? null;
 }

@@ -1,7 +1,7 @@
 // Host operations (protocol §4.9, §4.10) and the cascades that copy a host's state into each of
 // its agents' records, so the execute hot path never reads another hash slot (DESIGN §2, §3).
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
-import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
+import type { AgentSnapshot, HostRecord, HostStatus } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
@@ -35,11 +35,33 @@ export async function cascadeToAgents(
   return changed;
 }
 
-// Protocol §4.10: the host revokes itself; every agent is revoked with it.
+/** Revoked and rejected hosts stay so: no write, and no cascade, brings one back. */
+const LIVE_HOST_STATUSES = ['pending', 'active'] as const;
+const isTerminalHost = (status: HostStatus) => status === 'revoked' || status === 'rejected';
+
+/**
+ * A host write that may only happen while the host is live (issue 12 finding 8): checked in the
+ * store's atomic step, so an approval that read the host before a revocation cannot undo it.
+ */
+async function updateLiveHost(deps: ServiceDeps, hostId: string, patch: Parameters<ServiceDeps['store']['updateHost']>[1]): Promise<HostRecord> {
+  const result = await deps.store.updateHost(hostId, patch, LIVE_HOST_STATUSES);
+  if (!result) throw new ApiError('host_not_found', 'the host does not exist');
+  if (!result.updated) {
+    throw result.host.status === 'rejected'
+      ? new ApiError('host_rejected', 'the host was rejected')
+      : new ApiError('host_revoked', 'the host has been revoked');
+  }
+  return result.host;
+}
+
+// Protocol §4.10: the host revokes itself; every agent is revoked with it. Registrations racing the
+// revocation are refused by the store's admission check (it reads the host's status in the step
+// that links the agent), so the cascade below sees every agent that got in.
 export async function revokeHost(deps: ServiceDeps, host: HostRecord): Promise<{ host: HostRecord; agentsRevoked: number }> {
   const nowMs = deps.clock.nowMs();
-  const updated = await deps.store.updateHost(host.id, { status: 'revoked', updatedAtMs: nowMs });
-  if (!updated) throw new ApiError('host_not_found', 'the host does not exist');
+  const result = await deps.store.updateHost(host.id, { status: 'revoked', updatedAtMs: nowMs });
+  if (!result) throw new ApiError('host_not_found', 'the host does not exist');
+  const updated = result.host;
   const agentsRevoked = await cascadeToAgents(deps, host.id, (snapshot) => {
     const alreadyRevoked = snapshot.agent.status === 'revoked' && snapshot.agent.hostStatus === 'revoked';
     if (alreadyRevoked) return null;
@@ -51,7 +73,8 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord): Promise<{
 }
 
 export async function revokeHostByToken(deps: ServiceDeps, token: string | null) {
-  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true });
+  // DESIGN §9: a pending host may register and poll status, nothing else (revoking itself included).
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   return revokeHost(deps, verified.host!);
 }
 
@@ -78,12 +101,13 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
  */
 export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
-  const updated = await deps.store.updateHost(host.id, {
+  const updated = await updateLiveHost(deps, host.id, {
     userId, status: 'active', updatedAtMs: nowMs, ...(host.activatedAtMs === undefined ? { activatedAtMs: nowMs } : {}),
   });
-  if (!updated) throw new ApiError('host_not_found', 'the host does not exist');
   const claimed = await cascadeToAgents(deps, host.id, (snapshot) => {
     const { agent } = snapshot;
+    // A revocation that landed after our write has cascaded (or will): never undo its copy.
+    if (isTerminalHost(agent.hostStatus)) return null;
     const claim = agent.mode === 'autonomous' && agent.status === 'active';
     if (!claim && agent.hostStatus === 'active') return null;
     return {
@@ -101,8 +125,7 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
 /** Marks a pending host active without linking it, and tells its agents. */
 export async function activateHost(deps: ServiceDeps, host: HostRecord): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
-  const updated = await deps.store.updateHost(host.id, { status: 'active', updatedAtMs: nowMs, activatedAtMs: nowMs });
-  if (!updated) throw new ApiError('host_not_found', 'the host does not exist');
-  await cascadeToAgents(deps, host.id, (s) => (s.agent.hostStatus === 'active' ? null : { set: { hostStatus: 'active' } }));
+  const updated = await updateLiveHost(deps, host.id, { status: 'active', updatedAtMs: nowMs, activatedAtMs: nowMs });
+  await cascadeToAgents(deps, host.id, (s) => (s.agent.hostStatus !== 'pending' ? null : { set: { hostStatus: 'active' } }));
   return updated;
 }

@@ -1,13 +1,14 @@
 // POST /agent/register (protocol §4.3): dynamic host registration, idempotent pending retries,
 // (host, agent key) uniqueness, policy-decided grants, approval when consent is needed.
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
-import { activationClocks, lifetimeSettings } from '../domain/lifecycle.ts';
+import { activationClocks, hostRefusal, lifetimeSettings } from '../domain/lifecycle.ts';
+import { checkLiveGrantLimits } from '../domain/limits.ts';
 import { dynamicHostStatus, registrationNeedsApproval } from '../domain/registration.ts';
-import type { AgentSnapshot, HostRecord, Mode } from '../domain/types.ts';
+import type { AgentSnapshot, HostRecord, Mode, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { newApproval } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
-import { decideNewGrants, dedupeRequests, type RequestedCapability } from './grant-decisions.ts';
+import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { newAgentId, newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
 
@@ -21,12 +22,18 @@ export interface RegisterRequest {
   clientIp: string;
 }
 
+/** How often registration re-reads a host that changed (approved, rotated) while it decided. */
+const HOST_CHANGE_ATTEMPTS = 3;
+
 export async function registerAgent(deps: ServiceDeps, token: string | null, request: RegisterRequest): Promise<AgentSnapshot> {
   const { config, clock, store } = deps;
   if (!config.MODES.includes(request.mode as Mode)) {
     throw new ApiError('unsupported_mode', `mode ${JSON.stringify(request.mode)} is not supported; supported: ${config.MODES.join(', ')}`);
   }
   const mode = request.mode as Mode;
+  // Every registration can create stored state, so one address has an hourly budget of them
+  // (issue 12 finding 6), checked before any signature is verified.
+  await deps.limits.consume('registration', request.clientIp);
   const verified = await deps.hostAuth.verify(token, { allowUnknown: true, allowPending: true });
   if (!verified.host) {
     if (!config.DYNAMIC_HOST_REGISTRATION) {
@@ -35,53 +42,93 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     await deps.limits.consume('unknownHostRegistration', request.clientIp);
   }
   const agentKey = agentKeyFrom(verified.claims, config.ALGORITHMS);
-  const nowMs = clock.nowMs();
-  const host = verified.host ?? (await createDynamicHost(deps, verified.thumbprint, verified.presentedJwk!, mode, request.hostName, nowMs));
-  if (mode === 'autonomous' && host.userId !== undefined) {
-    throw new ApiError('unsupported_mode', 'autonomous agents cannot be registered under a host linked to a user');
-  }
-
   const keyThumbprint = jwkThumbprint(agentKey);
-  const existingId = await store.findAgentIdByKey(host.id, keyThumbprint);
-  if (existingId) return retryExisting(deps, existingId, nowMs);
-
   const requests = dedupeRequests(request.capabilities);
+  validateRequests(deps, requests);
+  checkLiveGrantLimits([], requests.map((r) => ({ capability: r.name })));
+  let host = verified.host ?? (await createDynamicHost(deps, verified.thumbprint, verified.presentedJwk!, mode, request.hostName, clock.nowMs()));
+  for (let attempt = 1; ; attempt++) {
+    const refusal = hostRefusal(host.status, true);
+    if (refusal) throw refusal;
+    if (mode === 'autonomous' && host.userId !== undefined) {
+      throw new ApiError('unsupported_mode', 'autonomous agents cannot be registered under a host linked to a user');
+    }
+    const existingId = await store.findAgentIdByKey(host.id, keyThumbprint);
+    if (existingId) return retryExisting(deps, existingId, clock.nowMs());
+    const nowMs = clock.nowMs();
+    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs });
+    const created = await store.createAgent(snapshot, {
+      maxAgents: host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX,
+      maxPendingAgents: config.PENDING_AGENTS_PER_HOST_MAX,
+      ...(snapshot.agent.approval ? { pendingUntilMs: snapshot.agent.approval.expiresAtMs } : {}),
+      nowMs,
+    });
+    if (created.created) {
+      deps.logger.info('agent registered', { agentId: snapshot.agent.id, hostId: host.id, mode, status: snapshot.agent.status });
+      return created.snapshot;
+    }
+    if (created.reason === 'exists') return retryExisting(deps, created.existingAgentId, nowMs);
+    if (created.reason === 'too_many_agents') {
+      const max = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
+      throw new ApiError('limit_exceeded', `this host holds the most agents it may (${max}${host.userId === undefined ? ' until a person links it' : ''})`);
+    }
+    if (created.reason === 'too_many_pending') {
+      throw new ApiError('limit_exceeded', `this host has ${config.PENDING_AGENTS_PER_HOST_MAX} agents waiting for approval already`);
+    }
+    // The host was revoked, approved or rotated between our read and the write: decide again on
+    // what it is now (a revoked host is refused at the top of the loop).
+    if (attempt >= HOST_CHANGE_ATTEMPTS) throw new ApiError('service_unavailable', 'the host is being changed concurrently; retry');
+    const current = await store.getHost(host.id);
+    if (!current) throw new ApiError('host_not_found', 'the host does not exist');
+    host = current;
+  }
+}
+
+interface NewAgent {
+  host: HostRecord;
+  mode: Mode;
+  agentKey: PublicJwk;
+  keyThumbprint: string;
+  requests: RequestedCapability[];
+  request: RegisterRequest;
+  nowMs: number;
+}
+
+/** The new agent and its policy-decided grants, as they will be stored. */
+function newAgentSnapshot(deps: ServiceDeps, a: NewAgent): AgentSnapshot {
+  const { config } = deps;
   const agentId = newAgentId();
   const grants = decideNewGrants(deps, {
-    action: 'register', host, agent: { id: null, mode }, requests, existing: [], agentId, nowMs, reason: request.reason,
+    action: 'register', host: a.host, agent: { id: null, mode: a.mode }, requests: a.requests, existing: [], agentId, nowMs: a.nowMs, reason: a.request.reason,
   });
-  const pending = registrationNeedsApproval(host, mode, grants);
+  const pending = registrationNeedsApproval(a.host, a.mode, grants);
   const lifetimes = lifetimeSettings(config);
-  const clocks = activationClocks(nowMs, lifetimes);
-  const snapshot: AgentSnapshot = {
+  const clocks = activationClocks(a.nowMs, lifetimes);
+  return {
     agent: {
       id: agentId,
-      hostId: host.id,
-      name: request.name,
-      mode,
+      hostId: a.host.id,
+      name: a.request.name,
+      mode: a.mode,
       status: pending ? 'pending' : 'active',
-      publicJwk: agentKey,
-      keyThumbprint,
+      publicJwk: a.agentKey,
+      keyThumbprint: a.keyThumbprint,
       keyVersion: 1,
       version: 1,
-      hostStatus: host.status,
-      hostThumbprint: host.thumbprint,
-      ...(mode === 'delegated' && host.userId ? { userId: host.userId } : {}),
-      ...(request.reason ? { reason: request.reason } : {}),
-      createdAtMs: nowMs,
-      updatedAtMs: nowMs,
+      hostStatus: a.host.status,
+      hostThumbprint: a.host.thumbprint,
+      ...(a.mode === 'delegated' && a.host.userId ? { userId: a.host.userId } : {}),
+      ...(a.request.reason ? { reason: a.request.reason } : {}),
+      createdAtMs: a.nowMs,
+      updatedAtMs: a.nowMs,
       ...(pending ? {} : { activatedAtMs: clocks.activatedAtMs }),
-      absoluteExpiresAtMs: nowMs + lifetimes.absoluteLifetimeMs,
+      absoluteExpiresAtMs: a.nowMs + lifetimes.absoluteLifetimeMs,
       maxLifetimeExpiresAtMs: clocks.maxLifetimeExpiresAtMs,
-      ...(pending ? { approval: newApproval(grants.filter((g) => g.status === 'pending').map((g) => g.id), nowMs, config) } : {}),
+      ...(pending ? { approval: newApproval(grants.filter((g) => g.status === 'pending').map((g) => g.id), a.nowMs, config) } : {}),
     },
     grants,
     sessionExpiresAtMs: pending ? null : clocks.sessionExpiresAtMs,
   };
-  const created = await store.createAgent(snapshot);
-  if (!created.created) return retryExisting(deps, created.existingAgentId, nowMs);
-  deps.logger.info('agent registered', { agentId, hostId: host.id, mode, status: snapshot.agent.status });
-  return created.snapshot;
 }
 
 /** The agent key from the host JWT's registration claims (protocol §5.2). */

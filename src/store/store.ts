@@ -6,6 +6,7 @@ import type {
   AgentSnapshot,
   GrantRecord,
   HostRecord,
+  HostStatus,
 } from '../domain/types.ts';
 
 /** Fields of an agent that a transition may set (identity fields never change). */
@@ -71,6 +72,28 @@ export type ExecuteRoundTripResult =
       grants: GrantRecord[];
     };
 
+/** A host write: the host after it, and whether it was applied (false: refused by `fromStatuses`). */
+export type HostUpdate = { host: HostRecord; updated: boolean } | null;
+
+/**
+ * The checks createAgent makes in the same atomic step that adds the agent to its host (issue 12
+ * findings 4 and 6): the host still has the status and key the agent record copied (so a host
+ * revoked, approved or rotated meanwhile cannot miss this agent), and it has room for one more
+ * agent (and one more pending agent, when this one waits for approval).
+ */
+export interface AgentAdmission {
+  maxAgents: number;
+  maxPendingAgents: number;
+  /** When the agent waits for approval: its approval's deadline. A pending slot counts until then. */
+  pendingUntilMs?: number;
+  nowMs: number;
+}
+
+export type CreateAgentResult =
+  | { created: true; snapshot: AgentSnapshot }
+  | { created: false; reason: 'exists'; existingAgentId: string }
+  | { created: false; reason: 'host_changed' | 'too_many_agents' | 'too_many_pending' };
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
 
@@ -79,11 +102,16 @@ export interface Store {
   findHostByThumbprint(thumbprint: string): Promise<HostRecord | null>;
   /** Creates the host unless one with the same thumbprint exists; then returns that one. */
   createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }>;
-  /** Sets fields of a host; null when it does not exist. */
+  /**
+   * Sets fields of a host; null when it does not exist. With `fromStatuses`, only while the host's
+   * status is one of them, checked in the same atomic step as the write (a revoked host cannot be
+   * brought back by a write that read it before the revocation).
+   */
   updateHost(
     hostId: string,
     patch: Partial<Pick<HostRecord, 'name' | 'status' | 'userId' | 'defaultCapabilities' | 'activatedAtMs' | 'updatedAtMs'>>,
-  ): Promise<HostRecord | null>;
+    fromStatuses?: readonly HostStatus[],
+  ): Promise<HostUpdate>;
   /**
    * Atomically moves the host to a new key: only if its thumbprint is still `expectedThumbprint`,
    * and only if no other host owns `next.thumbprint`. The old thumbprint stops resolving.
@@ -101,11 +129,13 @@ export interface Store {
   findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null>;
   /**
    * Creates the agent with its grants unless (hostId, keyThumbprint) already names an agent;
-   * then nothing is written and the existing id is returned. Two racing creates: one wins.
+   * then nothing is written and the existing id is returned. Two racing creates: one wins. With
+   * `admission`, the host's status, key and room are checked in the step that links the agent to
+   * it; a refusal writes nothing.
    */
-  createAgent(
-    snapshot: AgentSnapshot,
-  ): Promise<{ created: true; snapshot: AgentSnapshot } | { created: false; existingAgentId: string }>;
+  createAgent(snapshot: AgentSnapshot, admission?: AgentAdmission): Promise<CreateAgentResult>;
+  /** Frees the pending slot an agent held at its host (it was approved, denied or revoked). */
+  forgetPendingAgent(hostId: string, agentId: string): Promise<void>;
   /**
    * Compare-and-set: applies `change` only if the agent's `version` still equals
    * `expectVersion`, bumping it. Grant index by capability is kept in step.

@@ -104,8 +104,9 @@ describe('shipped plugins through HTTP', () => {
       expect((await sc.execute(agent, 'echo', { ip: '10.1.1.1', path: '/reports/q3', note: 'ok', currency: 'EUR' })).status).toBe(200);
       const res = await sc.execute(agent, 'echo', { ip: '192.168.0.1', path: '/etc/passwd', note: 'too long', currency: 'eur' });
       expect(res.json.violations.map((v: { constraint: object }) => Object.keys(v.constraint)[0])).toEqual(['regex', 'cidr', 'max_length', 'prefix']);
-      const unsafe = await sc.register(await sc.linkedHost(['echo']), { capabilities: [{ name: 'echo', constraints: { s: { regex: '(a+)+b' } } }] });
-      expect(code(unsafe.res)).toBe('400 invalid_request');
+      // RE2 has no backreferences: such a pattern is refused when the grant is made.
+      const unusable = await sc.register(await sc.linkedHost(['echo']), { capabilities: [{ name: 'echo', constraints: { s: { regex: '(a)\\1' } } }] });
+      expect(code(unusable.res)).toBe('400 invalid_request');
     } finally {
       await shipped.close();
     }

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
-import type { AgentPatch, ExecuteRoundTrip, Store } from '../../src/store/store.ts';
+import type { AgentAdmission, AgentPatch, ExecuteRoundTrip, Store } from '../../src/store/store.ts';
 
 export interface StoreUnderTest {
   store: Store;
@@ -186,7 +186,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         await store.createHost(host);
         const patch = { status: 'active' as const, name: 'renamed', defaultCapabilities: ['echo'], updatedAtMs: host.updatedAtMs + 5 };
         const expected = { ...host, ...patch };
-        expect(await store.updateHost(host.id, patch)).toEqual(expected);
+        expect(await store.updateHost(host.id, patch)).toEqual({ host: expected, updated: true });
         expect(await store.getHost(host.id)).toEqual(expected);
       });
 
@@ -317,7 +317,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       it('a second agent with the same (host, key) is not created; the existing id is returned', async () => {
         const { host, snapshot } = await seedAgent();
         const duplicate = snapshotFixture(host.id, { agent: { keyThumbprint: snapshot.agent.keyThumbprint } });
-        expect(await store.createAgent(duplicate)).toEqual({ created: false, existingAgentId: snapshot.agent.id });
+        expect(await store.createAgent(duplicate)).toEqual({ created: false, reason: 'exists', existingAgentId: snapshot.agent.id });
         expect(await store.getAgent(duplicate.agent.id)).toBeNull();
         expect(await store.listHostAgentIds(host.id)).toEqual([snapshot.agent.id]);
       });
@@ -329,6 +329,78 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect((await store.createAgent(b)).created).toBe(true);
       });
 
+      /** A host and an agent snapshot that copies its status and key, as registration builds one. */
+      async function hostAndNewAgent(hostOverrides: Partial<HostRecord> = {}, agentOverrides: Partial<AgentRecord> = {}) {
+        const host = hostFixture(hostOverrides);
+        await store.createHost(host);
+        const snapshot = snapshotFixture(host.id, { agent: { hostStatus: host.status, hostThumbprint: host.thumbprint, ...agentOverrides } });
+        return { host, snapshot };
+      }
+      const roomy = (extra: Partial<AgentAdmission> = {}): AgentAdmission => ({ maxAgents: 10, maxPendingAgents: 10, nowMs: Date.now(), ...extra });
+
+      it('admission: an agent is linked to its host only while the host has the status and key the agent copied', async () => {
+        const { host, snapshot } = await hostAndNewAgent();
+        await store.updateHost(host.id, { status: 'revoked' });
+        expect(await store.createAgent(snapshot, roomy())).toEqual({ created: false, reason: 'host_changed' });
+        expect(await store.getAgent(snapshot.agent.id)).toBeNull();
+        expect(await store.listHostAgentIds(host.id)).toEqual([]);
+        expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBeNull();
+        const other = await hostAndNewAgent({}, { hostThumbprint: uid('thp') });
+        expect(await store.createAgent(other.snapshot, roomy())).toEqual({ created: false, reason: 'host_changed' });
+        const ghost = snapshotFixture(uid('hst'));
+        expect(await store.createAgent(ghost, roomy())).toEqual({ created: false, reason: 'host_changed' });
+        const fine = await hostAndNewAgent();
+        expect((await store.createAgent(fine.snapshot, roomy())).created).toBe(true);
+      });
+
+      it('admission: a host holds at most maxAgents agents, and at most maxPendingAgents waiting ones', async () => {
+        const { host, snapshot } = await hostAndNewAgent();
+        expect((await store.createAgent(snapshot, roomy({ maxAgents: 1 }))).created).toBe(true);
+        const second = snapshotFixture(host.id, { agent: { hostStatus: host.status, hostThumbprint: host.thumbprint } });
+        expect(await store.createAgent(second, roomy({ maxAgents: 1 }))).toEqual({ created: false, reason: 'too_many_agents' });
+        expect(await store.getAgent(second.agent.id)).toBeNull();
+        const nowMs = Date.now();
+        const pending = () => snapshotFixture(host.id, { agent: { status: 'pending', hostStatus: host.status, hostThumbprint: host.thumbprint } });
+        const a = pending();
+        expect((await store.createAgent(a, roomy({ maxPendingAgents: 1, pendingUntilMs: nowMs + 60_000, nowMs }))).created).toBe(true);
+        const b = pending();
+        expect(await store.createAgent(b, roomy({ maxPendingAgents: 1, pendingUntilMs: nowMs + 60_000, nowMs }))).toEqual({ created: false, reason: 'too_many_pending' });
+        // A decided agent frees its slot; so does an approval that lapsed.
+        await store.forgetPendingAgent(host.id, a.agent.id);
+        expect((await store.createAgent(b, roomy({ maxPendingAgents: 1, pendingUntilMs: nowMs + 60_000, nowMs }))).created).toBe(true);
+        const c = pending();
+        expect((await store.createAgent(c, roomy({ maxPendingAgents: 1, pendingUntilMs: nowMs + 120_000, nowMs: nowMs + 60_001 }))).created).toBe(true);
+      });
+
+      it('updateHost with fromStatuses writes only from those statuses: a revoked host is never brought back', async () => {
+        const host = hostFixture({ status: 'pending' });
+        await store.createHost(host);
+        const activated = await store.updateHost(host.id, { status: 'active' }, ['pending', 'active']);
+        expect(activated).toEqual({ host: { ...host, status: 'active' }, updated: true });
+        await store.updateHost(host.id, { status: 'revoked' });
+        const refused = await store.updateHost(host.id, { status: 'active', userId: 'usr_2' }, ['pending', 'active']);
+        expect(refused).toEqual({ host: { ...host, status: 'revoked' }, updated: false });
+        expect((await store.getHost(host.id))?.status).toBe('revoked');
+        expect(await store.updateHost(uid('hst'), { status: 'active' }, ['pending'])).toBeNull();
+      });
+
+      it('admission racing a host revocation: every agent that got in is in the set the revocation lists afterwards', async () => {
+        for (let round = 0; round < 20; round++) {
+          const host = hostFixture();
+          await store.createHost(host);
+          const snapshots = Array.from({ length: 8 }, () => snapshotFixture(host.id, { agent: { hostStatus: 'active', hostThumbprint: host.thumbprint } }));
+          const creates = snapshots.map((snapshot) => store.createAgent(snapshot, roomy()));
+          await store.updateHost(host.id, { status: 'revoked' });
+          // What a revocation's cascade reads right after its status write:
+          const listed = new Set(await store.listHostAgentIds(host.id));
+          const results = await Promise.all(creates);
+          results.forEach((result, i) => {
+            if (result.created) expect(listed.has(snapshots[i]!.agent.id)).toBe(true);
+            else expect(result).toEqual({ created: false, reason: 'host_changed' });
+          });
+        }
+      });
+
       it('racing creates of one (host, key): exactly one is created, the rest get its id, no leftovers', async () => {
         const hostId = uid('hst');
         const keyThumbprint = uid('akt');
@@ -337,7 +409,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const created = results.filter((result) => result.created);
         expect(created).toHaveLength(1);
         const winnerId = created[0]!.snapshot.agent.id;
-        for (const result of results) if (!result.created) expect(result.existingAgentId).toBe(winnerId);
+        for (const result of results) if (!result.created) expect(result).toEqual({ created: false, reason: 'exists', existingAgentId: winnerId });
         for (const candidate of candidates) {
           const stored = await store.getAgent(candidate.agent.id);
           expect(stored?.agent.id ?? null).toBe(candidate.agent.id === winnerId ? winnerId : null);
@@ -390,7 +462,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const result = await store.casAgent(snapshot.agent.id, 1, { set: smuggled });
         expect(result.snapshot?.agent).toEqual({ ...snapshot.agent, status: 'revoked', version: 2 });
         const hostPatch = { name: 'renamed', id: 'hst_other', thumbprint: 'thp_other' } as Parameters<Store['updateHost']>[1];
-        expect(await store.updateHost(host.id, hostPatch)).toEqual({ ...host, name: 'renamed' });
+        expect(await store.updateHost(host.id, hostPatch)).toEqual({ host: { ...host, name: 'renamed' }, updated: true });
       });
 
       it('casAgent on an unknown agent is not_found', async () => {

@@ -57,6 +57,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     RATE_LIMIT_STATUS_PER_MINUTE: '100000',
     RATE_LIMIT_IP_PER_MINUTE: '100000',
     RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: '100000',
+    RATE_LIMIT_REGISTRATIONS_PER_HOUR: '100000',
     ...options.env,
   });
   const clock = new ManualClock(Date.now());

@@ -6,7 +6,7 @@ import { OperatorRegistry } from '../../src/operators/registry.ts';
 const registry = new OperatorRegistry();
 const refusal = (all: unknown[]) => {
   try {
-    validateConstraints(all as never, registry);
+    validateConstraints((all as Array<Record<string, unknown> | undefined>).map((constraints) => ({ capability: 'cap', constraints })), registry);
     return null;
   } catch (err) {
     return (err as ApiError).body();

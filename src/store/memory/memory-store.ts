@@ -3,7 +3,7 @@
 // from Redis itself: a session deadline in the past is gone (Redis expires the key in real time),
 // and replay records expire after their ttl. Records are deep-copied on the way in and out, so a
 // caller can never change stored state except through these methods. Nothing survives a restart.
-import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
+import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
 import {
   assertGrantsBelongTo,
   assertTaggable,
@@ -12,7 +12,17 @@ import {
   isTaggable,
   normalizeTtlMs,
 } from '../checks.ts';
-import type { AgentChange, AgentPatch, CasResult, ExecuteRoundTrip, ExecuteRoundTripResult, Store } from '../store.ts';
+import type {
+  AgentAdmission,
+  AgentChange,
+  AgentPatch,
+  CasResult,
+  CreateAgentResult,
+  ExecuteRoundTrip,
+  ExecuteRoundTripResult,
+  HostUpdate,
+  Store,
+} from '../store.ts';
 import { ReplayRecords } from './replay-records.ts';
 
 export interface MemoryStoreOptions {
@@ -39,6 +49,8 @@ export class MemoryStore implements Store {
   readonly #hosts = new Map<string, HostRecord>();
   readonly #hostIdByThumbprint = new Map<string, string>();
   readonly #hostAgentIds = new Map<string, Set<string>>();
+  /** hostId -> (agent id -> approval deadline ms): the pending slots, as the Redis sorted set. */
+  readonly #hostPending = new Map<string, Map<string, number>>();
   /** [hostId, keyThumbprint] (as JSON) -> agent id: the registration index. */
   readonly #agentIdByHostKey = new Map<string, string>();
   readonly #agents = new Map<string, StoredAgent>();
@@ -77,12 +89,14 @@ export class MemoryStore implements Store {
     return { host: copy(host), created: true };
   }
 
-  async updateHost(hostId: string, patch: HostPatch): Promise<HostRecord | null> {
+  async updateHost(hostId: string, patch: HostPatch, fromStatuses?: readonly HostStatus[]): Promise<HostUpdate> {
     this.#assertOpen();
+    if (fromStatuses !== undefined && fromStatuses.length === 0) throw new Error('updateHost: fromStatuses must name at least one status');
     const host = this.#hosts.get(hostId);
     if (!host) return null;
+    if (fromStatuses !== undefined && !fromStatuses.includes(host.status)) return { host: copy(host), updated: false };
     this.#hosts.set(hostId, { ...host, ...pickDefined(copy(patch), HOST_PATCH_FIELDS) });
-    return this.getHost(hostId);
+    return { host: copy(this.#hosts.get(hostId)!), updated: true };
   }
 
   /** Same outcome order as Redis, whose first step is claiming the new thumbprint: taken, then
@@ -124,9 +138,7 @@ export class MemoryStore implements Store {
     return this.#agentIdByHostKey.get(hostKey(hostId, keyThumbprint)) ?? null;
   }
 
-  async createAgent(
-    snapshot: AgentSnapshot,
-  ): Promise<{ created: true; snapshot: AgentSnapshot } | { created: false; existingAgentId: string }> {
+  async createAgent(snapshot: AgentSnapshot, admission?: AgentAdmission): Promise<CreateAgentResult> {
     this.#assertOpen();
     const { agent, grants } = snapshot;
     assertTaggable('agent id', agent.id);
@@ -134,8 +146,12 @@ export class MemoryStore implements Store {
     assertGrantsBelongTo(agent.id, grants);
     const indexKey = hostKey(agent.hostId, agent.keyThumbprint);
     const existing = this.#agentIdByHostKey.get(indexKey);
-    if (existing !== undefined) return { created: false, existingAgentId: existing };
+    if (existing !== undefined) return { created: false, reason: 'exists', existingAgentId: existing };
     if (this.#agents.has(agent.id)) throw new Error(`agent id ${agent.id} already exists`);
+    if (admission) {
+      const refusal = this.#admissionRefusal(agent, admission);
+      if (refusal) return { created: false, reason: refusal };
+    }
     const stored: StoredAgent = { agent: copy(agent), grants: new Map(), sessionExpiresAtMs: null };
     for (const grant of grants) stored.grants.set(grant.id, copy(grant));
     this.#setSession(stored, snapshot.sessionExpiresAtMs);
@@ -143,6 +159,28 @@ export class MemoryStore implements Store {
     this.#agentIdByHostKey.set(indexKey, agent.id);
     this.#hostAgentSet(agent.hostId).add(agent.id);
     return { created: true, snapshot: copy({ ...snapshot, grants: [...grants].sort(byId) }) };
+  }
+
+  /** The checks the Redis admission script makes, in the same order; records the pending slot. */
+  #admissionRefusal(agent: AgentRecord, admission: AgentAdmission): 'host_changed' | 'too_many_agents' | 'too_many_pending' | null {
+    const host = this.#hosts.get(agent.hostId);
+    if (!host || host.status !== agent.hostStatus || host.thumbprint !== agent.hostThumbprint) return 'host_changed';
+    if (this.#hostAgentSet(agent.hostId).size >= admission.maxAgents) return 'too_many_agents';
+    if (admission.pendingUntilMs !== undefined) {
+      const pending = this.#hostPending.get(agent.hostId) ?? new Map<string, number>();
+      for (const [id, untilMs] of pending) if (untilMs <= admission.nowMs) pending.delete(id);
+      if (pending.size >= admission.maxPendingAgents) return 'too_many_pending';
+      pending.set(agent.id, admission.pendingUntilMs);
+      this.#hostPending.set(agent.hostId, pending);
+    }
+    return null;
+  }
+
+  async forgetPendingAgent(hostId: string, agentId: string): Promise<void> {
+    this.#assertOpen();
+    const pending = this.#hostPending.get(hostId);
+    pending?.delete(agentId);
+    if (pending?.size === 0) this.#hostPending.delete(hostId);
   }
 
   async casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult> {

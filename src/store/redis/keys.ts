@@ -19,6 +19,8 @@ export interface KeyLayout {
   host(hostId: string): string;
   /** Set of the ids of the host's agents. */
   hostAgents(hostId: string): string;
+  /** Sorted set of the host's agents waiting for approval, scored by their approval's deadline. */
+  hostPendingAgents(hostId: string): string;
   /** (host, agent key thumbprint) -> agentId: the registration index. */
   hostAgentKey(hostId: string, agentKeyThumbprint: string): string;
   /** Host key thumbprint -> hostId: how a host JWT's `iss` finds its host. */
@@ -47,6 +49,7 @@ export function keyLayout(prefix: string): KeyLayout {
     agentJti: (agentId, jti) => `${agentTag(agentId)}:jti:${jti}`,
     host: (hostId) => hostTag(hostId),
     hostAgents: (hostId) => `${hostTag(hostId)}:agents`,
+    hostPendingAgents: (hostId) => `${hostTag(hostId)}:pending`,
     hostAgentKey: (hostId, agentKeyThumbprint) => `${hostTag(hostId)}:agentkey:${agentKeyThumbprint}`,
     hostByThumbprint: (thumbprint) => `${prefix}hostkey:{${thumbprint}}`,
     hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,

@@ -1,7 +1,7 @@
 // The Redis implementation of Store (DESIGN §3): key layout in keys.ts, Lua in scripts.ts, record
 // encoding in codec.ts, connections in connection.ts. Every read-then-write transition is one
 // script in one hash slot, so it is atomic on a single Redis and on Redis Cluster alike.
-import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
+import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
 import {
   assertFiniteMs,
   assertGrantsBelongTo,
@@ -11,7 +11,16 @@ import {
   isTaggable,
   normalizeTtlMs,
 } from '../checks.ts';
-import type { AgentChange, CasResult, ExecuteRoundTrip, ExecuteRoundTripResult, Store } from '../store.ts';
+import type {
+  AgentAdmission,
+  AgentChange,
+  CasResult,
+  CreateAgentResult,
+  ExecuteRoundTrip,
+  ExecuteRoundTripResult,
+  HostUpdate,
+  Store,
+} from '../store.ts';
 import {
   decodeAgent,
   decodeGrant,
@@ -132,10 +141,13 @@ export class RedisStore implements Store {
     );
   }
 
-  async updateHost(hostId: string, patch: HostPatch): Promise<HostRecord | null> {
+  async updateHost(hostId: string, patch: HostPatch, fromStatuses?: readonly HostStatus[]): Promise<HostUpdate> {
     if (!isTaggable(hostId)) return null;
-    const reply = await this.#scripts.agentgateUpdateHash(this.#keys.host(hostId), ...encodeHostPatch(patch));
-    return reply === null ? null : decodeHost(reply);
+    const allowed = fromStatuses === undefined ? '' : fromStatuses.join(',');
+    if (fromStatuses !== undefined && fromStatuses.length === 0) throw new Error('updateHost: fromStatuses must name at least one status');
+    const reply = (await this.#scripts.agentgateUpdateHost(this.#keys.host(hostId), allowed, ...encodeHostPatch(patch))) as [string, unknown] | null;
+    if (reply === null) return null;
+    return { host: decodeHost(reply[1]), updated: reply[0] === 'ok' };
   }
 
   /**
@@ -219,9 +231,7 @@ export class RedisStore implements Store {
    * unreachable agent, never an index to nothing. When the claim loses a race, what was written
    * for the new agent is deleted and the winner's id returned: net, nothing was written.
    */
-  async createAgent(
-    snapshot: AgentSnapshot,
-  ): Promise<{ created: true; snapshot: AgentSnapshot } | { created: false; existingAgentId: string }> {
+  async createAgent(snapshot: AgentSnapshot, admission?: AgentAdmission): Promise<CreateAgentResult> {
     const { agent, grants } = snapshot;
     assertTaggable('agent id', agent.id);
     assertTaggable('host id', agent.hostId);
@@ -229,7 +239,7 @@ export class RedisStore implements Store {
     const k = this.#keys;
     const indexKey = k.hostAgentKey(agent.hostId, agent.keyThumbprint);
     const existing = await this.#connection.get(indexKey);
-    if (existing !== null) return { created: false, existingAgentId: existing };
+    if (existing !== null) return { created: false, reason: 'exists', existingAgentId: existing };
 
     const session = snapshot.sessionExpiresAtMs;
     const payload = {
@@ -241,12 +251,31 @@ export class RedisStore implements Store {
     const wrote = await this.#scripts.agentgateCreateAgent(...agentKeys, JSON.stringify(payload));
     if (wrote !== 1) throw new Error(`agent id ${agent.id} already exists`);
 
-    const winner = await this.#scripts.agentgateClaimAgentKey(indexKey, k.hostAgents(agent.hostId), agent.id);
-    if (typeof winner === 'string') {
-      await this.#connection.del(...agentKeys);
-      return { created: false, existingAgentId: winner };
-    }
-    return { created: true, snapshot: normalizeSnapshot(snapshot) };
+    const [outcome, owner] = (await this.#scripts.agentgateAdmitAgent(
+      indexKey,
+      k.hostAgents(agent.hostId),
+      k.host(agent.hostId),
+      k.hostPendingAgents(agent.hostId),
+      agent.id,
+      admission ? '1' : '0',
+      agent.hostStatus,
+      agent.hostThumbprint,
+      String(admission?.maxAgents ?? 0),
+      admission?.pendingUntilMs === undefined ? '' : msString(admission.pendingUntilMs, 'pendingUntilMs'),
+      msString(admission?.nowMs ?? 0, 'nowMs'),
+      String(admission?.maxPendingAgents ?? 0),
+    )) as [string, string | undefined];
+    if (outcome === 'ok') return { created: true, snapshot: normalizeSnapshot(snapshot) };
+    // Refused: what was written in the agent's slot goes, so net nothing was written.
+    await this.#connection.del(...agentKeys);
+    if (outcome === 'exists') return { created: false, reason: 'exists', existingAgentId: owner! };
+    if (outcome === 'host_changed' || outcome === 'too_many_agents' || outcome === 'too_many_pending') return { created: false, reason: outcome };
+    throw new Error(`agent admission answered ${String(outcome)}`);
+  }
+
+  async forgetPendingAgent(hostId: string, agentId: string): Promise<void> {
+    if (!isTaggable(hostId)) return;
+    await this.#connection.zrem(this.#keys.hostPendingAgents(hostId), agentId);
   }
 
   async casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult> {

@@ -85,18 +85,33 @@ return 1
 };
 
 /**
- * Claims the (host, agent key) registration index for an agent (the host-slot half of createAgent)
- * and adds the agent to the host's set. KEYS: index, host agent set. ARGV: agent id.
- * Returns false when claimed, else the id of the agent that already holds the index.
+ * Admits a new agent to its host (the host-slot half of createAgent): claims the (host, agent key)
+ * registration index and adds the agent to the host's set, in one step with the checks that must
+ * hold at that moment. KEYS: index, host agent set, host hash, host pending set.
+ * ARGV: agent id, check ('1' = check the host, '0' = claim only), expected host status, expected
+ * host thumbprint, max agents, pending deadline ms ('' = not pending), now ms, max pending agents.
+ * Returns {'ok'} | {'exists', owner id} | {'host_changed'} | {'too_many_agents'} | {'too_many_pending'};
+ * every refusal writes nothing.
  */
-export const CLAIM_AGENT_KEY: ScriptDefinition = {
-  numberOfKeys: 2,
+export const ADMIT_AGENT: ScriptDefinition = {
+  numberOfKeys: 4,
   lua: `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SADD', KEYS[2], ARGV[1])
-  return false
+local owner = redis.call('GET', KEYS[1])
+if owner then return {'exists', owner} end
+if ARGV[2] == '1' then
+  local host = redis.call('HMGET', KEYS[3], 'status', 'thumbprint')
+  if host[1] ~= ARGV[3] or host[2] ~= ARGV[4] then return {'host_changed'} end
+  if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'too_many_agents'} end
+  if ARGV[6] ~= '' then
+    -- Agents whose approval lapsed no longer hold a pending slot.
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[7])
+    if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[8]) then return {'too_many_pending'} end
+    redis.call('ZADD', KEYS[4], ARGV[6], ARGV[1])
+  end
 end
-return redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+return {'ok'}
 `,
 };
 
@@ -194,13 +209,25 @@ return 1
 `,
 };
 
-/** Sets fields of an existing hash and returns it; false when it does not exist. KEYS: hash. */
-export const UPDATE_HASH: ScriptDefinition = {
+/**
+ * Sets fields of an existing host. KEYS: host. ARGV: allowed current statuses, comma-separated
+ * ('' = any), then field, value, ... Returns false when the host does not exist, {'ok', fields}
+ * when written, {'refused', fields} when its status is not one of the allowed ones (nothing written).
+ */
+export const UPDATE_HOST: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
-return redis.call('HGETALL', KEYS[1])
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return false end
+if ARGV[1] ~= '' then
+  local allowed = false
+  for s in string.gmatch(ARGV[1], '[^,]+') do
+    if s == status then allowed = true end
+  end
+  if not allowed then return {'refused', redis.call('HGETALL', KEYS[1])} end
+end
+if #ARGV > 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
+return {'ok', redis.call('HGETALL', KEYS[1])}
 `,
 };
 
@@ -233,12 +260,12 @@ return 0
 export const SCRIPTS = {
   agentgateGetAgent: GET_AGENT,
   agentgateCreateAgent: CREATE_AGENT,
-  agentgateClaimAgentKey: CLAIM_AGENT_KEY,
+  agentgateAdmitAgent: ADMIT_AGENT,
   agentgateCasAgent: CAS_AGENT,
   agentgateExecute: EXECUTE_ROUND_TRIP,
   agentgateReindexAgentKey: REINDEX_AGENT_KEY,
   agentgateCreateHash: CREATE_HASH,
-  agentgateUpdateHash: UPDATE_HASH,
+  agentgateUpdateHost: UPDATE_HOST,
   agentgateRotateHostKey: ROTATE_HOST_KEY,
   agentgateDeleteIfValue: DELETE_IF_VALUE,
 } as const satisfies Record<string, ScriptDefinition>;

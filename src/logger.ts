@@ -33,3 +33,33 @@ function errorReplacer(_key: string, value: unknown): unknown {
 }
 
 export const silentLogger: Logger = createLogger('silent');
+
+/**
+ * At most one log line per key per window, for failures that can repeat on every request (a broken
+ * plugin, a stray rejection): admit() answers null to stay quiet, else how many occurrences of that
+ * key went unlogged since its previous line. Keys come from a small set (operator names times a few
+ * kinds); the map is cleared if it ever grows past 10,000.
+ */
+export class LogThrottle {
+  readonly #windowMs: number;
+  readonly #now: () => number;
+  readonly #entries = new Map<string, { loggedAtMs: number; suppressed: number }>();
+
+  constructor(windowMs: number, now: () => number = Date.now) {
+    this.#windowMs = windowMs;
+    this.#now = now;
+  }
+
+  admit(key: string): number | null {
+    const nowMs = this.#now();
+    const entry = this.#entries.get(key);
+    if (entry && nowMs - entry.loggedAtMs < this.#windowMs) {
+      entry.suppressed++;
+      return null;
+    }
+    const suppressed = entry?.suppressed ?? 0;
+    if (this.#entries.size > 10_000) this.#entries.clear();
+    this.#entries.set(key, { loggedAtMs: nowMs, suppressed: 0 });
+    return suppressed;
+  }
+}

@@ -5,8 +5,10 @@ import { buildApp } from './app.ts';
 import { systemClock } from './clock.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { loadCatalog } from './execution/catalog.ts';
+import { createHttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { startOperators } from './operators/setup.ts';
+import { installProcessGuards } from './process-guards.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import { PolicyReloader } from './policy/reloader.ts';
@@ -47,6 +49,9 @@ async function main(): Promise<void> {
     superviseWorkers(config.WORKERS, logger);
     return;
   }
+  // Until the server listens, a fatal error simply ends the process; afterwards it drains first.
+  let stop = (_reason: string, exitCode: number): void => process.exit(exitCode);
+  installProcessGuards(logger, () => stop('uncaughtException', 1));
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient } = await openStore(config, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
@@ -79,27 +84,31 @@ async function main(): Promise<void> {
     reloadOperators,
   });
 
-  const server: Server = app.listen(config.PORT, config.HOST, () => {
+  // Header, request and keep-alive timeouts and the connection caps come from config (audit finding 9).
+  const server: Server = createHttpServer(config, app);
+  server.on('error', (err: NodeJS.ErrnoException) => {
+    logger.error('cannot listen; exiting', { host: config.HOST, port: config.PORT, code: err.code, error: err.message });
+    process.exit(1);
+  });
+  server.listen(config.PORT, config.HOST, () => {
     logger.info('agentgate listening', { host: config.HOST, port: config.PORT, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });
   });
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  server.requestTimeout = 30_000;
 
   let stopping = false;
-  const shutdown = (signal: string) => {
+  const shutdown = (reason: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
-    logger.info('shutting down', { signal });
-    const force = setTimeout(() => process.exit(1), 10_000);
+    logger.info('shutting down', { reason });
+    const force = setTimeout(() => process.exit(exitCode === 0 ? 1 : exitCode), 10_000);
     force.unref();
     server.close(() => {
-      store.close().finally(() => process.exit(0));
+      Promise.allSettled([store.close(), plugins.close()]).finally(() => process.exit(exitCode));
     });
     server.closeIdleConnections();
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  stop = shutdown;
+  process.on('SIGTERM', () => shutdown('SIGTERM', 0));
+  process.on('SIGINT', () => shutdown('SIGINT', 0));
 }
 
 /**

@@ -9,7 +9,7 @@
 // latency and of CPU across both threads, measured on the 2-core machine); executes that use only
 // built-in operators never come here.
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../logger.ts';
+import { LogThrottle, type Logger } from '../logger.ts';
 import { isPluginFailure, type OperatorOutcome } from './outcome.ts';
 import type { PluginCall } from './plugin-calls.ts';
 import type { FromWorker, ToWorker, WorkerModule } from './sandbox-worker.ts';
@@ -64,7 +64,7 @@ export class PluginSandbox {
   readonly #queue: Batch[] = [];
   #nextId = 1;
   #closed = false;
-  readonly #failureLog = new FailureLog(FAILURE_LOG_WINDOW_MS);
+  readonly #failureLog = new LogThrottle(FAILURE_LOG_WINDOW_MS);
 
   constructor(options: SandboxOptions) {
     this.#options = { queueWaitMaxMs: Math.max(1000, 20 * options.budgetMs), ...options };
@@ -268,33 +268,5 @@ export class PluginSandbox {
         operator, outcome, ...(suppressed > 0 ? { similarFailuresNotLogged: suppressed } : {}),
       });
     });
-  }
-}
-
-/**
- * At most one line per key per window. admit() answers null to stay quiet, else how many failures
- * of that key went unlogged since its previous line. Keys are operator names times a few kinds.
- */
-export class FailureLog {
-  readonly #windowMs: number;
-  readonly #now: () => number;
-  readonly #entries = new Map<string, { loggedAtMs: number; suppressed: number }>();
-
-  constructor(windowMs: number, now: () => number = Date.now) {
-    this.#windowMs = windowMs;
-    this.#now = now;
-  }
-
-  admit(key: string): number | null {
-    const nowMs = this.#now();
-    const entry = this.#entries.get(key);
-    if (entry && nowMs - entry.loggedAtMs < this.#windowMs) {
-      entry.suppressed++;
-      return null;
-    }
-    const suppressed = entry?.suppressed ?? 0;
-    if (this.#entries.size > 10_000) this.#entries.clear();
-    this.#entries.set(key, { loggedAtMs: nowMs, suppressed: 0 });
-    return suppressed;
   }
 }

@@ -5,10 +5,10 @@ import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.ts';
+import { createLogger, LogThrottle } from '../../src/logger.ts';
 import { loadPlugins } from '../../src/operators/plugin-loader.ts';
 import { OperatorRegistry } from '../../src/operators/registry.ts';
-import { FailureLog, PluginSandbox, SandboxUnavailableError } from '../../src/operators/sandbox.ts';
+import { PluginSandbox, SandboxUnavailableError } from '../../src/operators/sandbox.ts';
 
 let dir: string;
 let sandbox: PluginSandbox | undefined;
@@ -152,7 +152,7 @@ describe('loading', () => {
 describe('failure log', () => {
   it('logs one line per operator and kind per window, counting the ones it left out', () => {
     let nowMs = 0;
-    const log = new FailureLog(10_000, () => nowMs);
+    const log = new LogThrottle(10_000, () => nowMs);
     expect(log.admit('regex:threw')).toBe(0);
     expect(log.admit('regex:threw')).toBeNull();
     expect(log.admit('regex:threw')).toBeNull();

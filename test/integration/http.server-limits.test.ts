@@ -1,0 +1,296 @@
+// Slow and greedy clients cannot hold the server's connections (security audit finding 9): a
+// header or body trickle is cut within its timeout, one address cannot take every connection,
+// the total is capped, and idle or long-lived keep-alive connections end. The real start-up path
+// (src/main.ts) runs with small limits so each attack finishes in a second or two.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { get } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+import { createHttpServer } from '../../src/http/server.ts';
+import { freePort, waitFor } from '../support/net.ts';
+import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+
+const HEADERS_TIMEOUT_MS = 1000;
+const REQUEST_TIMEOUT_MS = 2000;
+const KEEP_ALIVE_TIMEOUT_MS = 1000;
+// Node checks the header and request timeouts every min(1000, headers timeout / 2) ms.
+const CHECK_INTERVAL_MS = 500;
+// Node 24.6 and later keep an idle keep-alive socket this much longer than the timeout.
+const KEEP_ALIVE_BUFFER_MS = 1000;
+const SLACK_MS = 700;
+const PER_ADDRESS_MAX = 20;
+const MAX_CONNECTIONS = 10;
+const MAX_REQUESTS_PER_SOCKET = 3;
+const WORKERS = 2;
+const MAX_CONNECTIONS_PER_WORKER = 4;
+
+const limits = {
+  HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+  HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
+  HTTP_MAX_REQUESTS_PER_SOCKET: String(MAX_REQUESTS_PER_SOCKET),
+};
+
+interface Agentgate {
+  child: ChildProcess;
+  port: number;
+}
+
+const started: Agentgate[] = [];
+const opened: Socket[] = [];
+
+/** Starts src/main.ts on a free port of 127.0.0.1 (memory store) and waits until /healthz answers. */
+async function startAgentgate(env: Record<string, string>): Promise<Agentgate> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['src/main.ts'], {
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', REDIS_URL: '', POLICY_WATCH: 'false', LOG_LEVEL: 'warn', ...env },
+    stdio: 'ignore',
+  });
+  const agentgate = { child, port };
+  started.push(agentgate);
+  await waitFor(async () => (await healthz(port)) === 200);
+  return agentgate;
+}
+
+/**
+ * GET /healthz on a fresh connection that is closed after the answer (no pooled keep-alive socket
+ * may linger and count against the limits under test). The status, or the error's code.
+ */
+function healthz(port: number, localAddress = '127.0.0.1'): Promise<number | string> {
+  return new Promise((resolve) => {
+    const req = get({ host: '127.0.0.1', port, path: '/healthz', localAddress, agent: false, timeout: 2000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+interface Opened {
+  socket: Socket;
+  /** Resolves when the server closes the connection: how long it stayed open, and what it sent. */
+  closed: Promise<{ openMs: number; received: string }>;
+  isOpen: () => boolean;
+  /** Everything received so far. */
+  text: () => string;
+}
+
+/** A raw TCP connection from `localAddress`, once connected; destroyed after the test at the latest. */
+function open(port: number, localAddress = '127.0.0.1'): Promise<Opened> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, localAddress });
+    opened.push(socket);
+    let received = '';
+    let open = true;
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (received += chunk));
+    // A reset or a write after the server closed is the expected end here, not a failure.
+    socket.on('error', () => {});
+    socket.once('connect', () => {
+      const connectedAt = performance.now();
+      const closed = new Promise<{ openMs: number; received: string }>((done) =>
+        socket.once('close', () => {
+          open = false;
+          done({ openMs: performance.now() - connectedAt, received });
+        }),
+      );
+      resolve({ socket, closed, isOpen: () => open, text: () => received });
+    });
+    socket.once('close', () => reject(new Error('closed before connecting')));
+  });
+}
+
+/** Writes `bytes` one character every `everyMs` until the socket closes (or `bytes` runs out). */
+function trickle(socket: Socket, bytes: string, everyMs = 200): void {
+  let i = 0;
+  const timer = setInterval(() => {
+    if (socket.destroyed || i >= bytes.length) return clearInterval(timer);
+    socket.write(bytes[i++]!);
+  }, everyMs);
+  socket.once('close', () => clearInterval(timer));
+}
+
+/** `promise`, or a failure naming what did not happen within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Reads one whole response (head plus Content-Length body) from a raw socket, after `from` characters. */
+async function response(conn: Opened, from: number): Promise<{ head: string; end: number }> {
+  return within(
+    (async () => {
+      for (;;) {
+        const text = conn.text().slice(from);
+        const headEnd = text.indexOf('\r\n\r\n');
+        if (headEnd >= 0) {
+          const head = text.slice(0, headEnd);
+          const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+          if (text.length >= headEnd + 4 + length) return { head, end: from + headEnd + 4 + length };
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    })(),
+    2000,
+    'a whole response',
+  );
+}
+
+const GET_HEALTHZ = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+
+let limited: Agentgate;
+let capped: Agentgate;
+let cluster: Agentgate;
+let redisUrl: string;
+const prefix = uniquePrefix('http-limits');
+
+beforeAll(async () => {
+  redisUrl = await redisUrlForTests();
+  [limited, capped, cluster] = await Promise.all([
+    startAgentgate({ ...limits, HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(PER_ADDRESS_MAX) }),
+    // Per-address limit off, so the total cap is what refuses.
+    startAgentgate({ ...limits, HTTP_MAX_CONNECTIONS: String(MAX_CONNECTIONS), HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0' }),
+    startAgentgate({
+      ...limits,
+      WORKERS: String(WORKERS),
+      REDIS_URL: redisUrl,
+      REDIS_KEY_PREFIX: prefix,
+      HTTP_MAX_CONNECTIONS: String(MAX_CONNECTIONS_PER_WORKER),
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0',
+    }),
+  ]);
+}, 15_000);
+
+afterAll(async () => {
+  for (const socket of opened) socket.destroy();
+  for (const { child } of started) if (child.exitCode === null) child.kill('SIGKILL');
+  if (redisUrl) await deletePrefix(redisUrl, prefix);
+});
+
+describe('slow clients (header and body trickles)', () => {
+  it('a header trickle is cut within the headers timeout, with 408', async () => {
+    const conn = await open(limited.port);
+    conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    trickle(conn.socket, 'X-Slow: ' + 'a'.repeat(100));
+    const limitMs = HEADERS_TIMEOUT_MS + CHECK_INTERVAL_MS + SLACK_MS;
+    const { openMs, received } = await within(conn.closed, limitMs, 'closing a header trickle');
+    expect(openMs).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 100);
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it('a body trickle is cut within the request timeout, with 408', async () => {
+    const conn = await open(limited.port);
+    // express.json reads the whole body before routing, so the handler waits for every byte.
+    conn.socket.write('POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":"');
+    trickle(conn.socket, 'b'.repeat(990));
+    const limitMs = REQUEST_TIMEOUT_MS + CHECK_INTERVAL_MS + SLACK_MS;
+    const { openMs, received } = await within(conn.closed, limitMs, 'closing a body trickle');
+    expect(openMs).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 100);
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+  });
+});
+
+describe('connection caps', () => {
+  it('sockets beyond the per-address cap are closed at once and /healthz still answers other addresses', async () => {
+    // Loopback is all of 127.0.0.0/8 on Linux, so one test can be several clients.
+    const flood = await Promise.all(Array.from({ length: PER_ADDRESS_MAX }, () => open(limited.port, '127.0.0.3')));
+    for (const conn of flood) conn.socket.write('GET /healthz HTTP/1.1\r\n');
+    const extra = await Promise.all(Array.from({ length: 5 }, () => open(limited.port, '127.0.0.3')));
+    for (const conn of extra) {
+      const { openMs, received } = await within(conn.closed, 300, 'refusing a socket beyond the per-address cap');
+      expect(openMs).toBeLessThan(300);
+      expect(received).toBe('');
+    }
+    expect(flood.every((conn) => conn.isOpen())).toBe(true);
+    expect(await healthz(limited.port, '127.0.0.2')).toBe(200);
+    expect(await healthz(limited.port, '127.0.0.3')).not.toBe(200);
+    // Slots come back when the flood's sockets close.
+    for (const conn of flood) conn.socket.destroy();
+    await waitFor(async () => (await healthz(limited.port, '127.0.0.3')) === 200, 2000);
+  });
+
+  it('connections beyond HTTP_MAX_CONNECTIONS are refused at once, and accepted again once some close', async () => {
+    const held = await Promise.all(Array.from({ length: MAX_CONNECTIONS }, (_, i) => open(capped.port, `127.0.0.${10 + i}`)));
+    for (const conn of held) conn.socket.write('GET /healthz HTTP/1.1\r\n');
+    const extra = await open(capped.port, '127.0.0.50');
+    const { openMs } = await within(extra.closed, 300, 'refusing a connection beyond HTTP_MAX_CONNECTIONS');
+    expect(openMs).toBeLessThan(300);
+    expect(held.every((conn) => conn.isOpen())).toBe(true);
+    expect(await healthz(capped.port, '127.0.0.2')).not.toBe(200);
+    held[0]!.socket.destroy();
+    await waitFor(async () => (await healthz(capped.port, '127.0.0.2')) === 200, 2000);
+  });
+
+  it('in cluster mode, connections beyond every worker\'s cap are closed at once, not passed around', async () => {
+    // Node's own maxConnections would hand each refused socket back to the primary, which offers it
+    // to a worker again at once: nothing is ever closed and the primary spins.
+    const total = WORKERS * MAX_CONNECTIONS_PER_WORKER + 6;
+    const conns = await Promise.all(Array.from({ length: total }, (_, i) => open(cluster.port, `127.0.1.${10 + i}`)));
+    await new Promise((r) => setTimeout(r, 500));
+    const stillOpen = conns.filter((conn) => conn.isOpen()).length;
+    expect(stillOpen).toBeLessThanOrEqual(WORKERS * MAX_CONNECTIONS_PER_WORKER);
+    expect(total - stillOpen).toBeGreaterThanOrEqual(6);
+  });
+});
+
+describe('keep-alive limits', () => {
+  it('an idle keep-alive connection is closed after the keep-alive timeout', async () => {
+    const conn = await open(limited.port);
+    conn.socket.write(GET_HEALTHZ);
+    const { head } = await response(conn, 0);
+    expect(head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(head).toMatch(/keep-alive: timeout=1/i);
+    const idleFrom = performance.now();
+    await within(conn.closed, KEEP_ALIVE_TIMEOUT_MS + KEEP_ALIVE_BUFFER_MS + SLACK_MS, 'closing an idle keep-alive connection');
+    expect(performance.now() - idleFrom).toBeGreaterThanOrEqual(KEEP_ALIVE_TIMEOUT_MS - 100);
+  });
+
+  it('a connection is closed after HTTP_MAX_REQUESTS_PER_SOCKET requests', async () => {
+    const conn = await open(limited.port);
+    let from = 0;
+    const heads: string[] = [];
+    for (let i = 0; i < MAX_REQUESTS_PER_SOCKET; i++) {
+      conn.socket.write(GET_HEALTHZ);
+      const { head, end } = await response(conn, from);
+      heads.push(head);
+      from = end;
+    }
+    expect(heads.every((head) => /^HTTP\/1\.1 200 /.test(head))).toBe(true);
+    expect(heads.at(-2)).toMatch(/connection: keep-alive/i);
+    expect(heads.at(-1)).toMatch(/connection: close/i);
+    await within(conn.closed, 500, 'closing the connection after its last allowed request');
+  });
+
+  it('HTTP_KEEP_ALIVE_TIMEOUT_MS=0 closes each connection after its response (Node alone would never close it)', async () => {
+    const server = createHttpServer(loadConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '0' }), (_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const address = server.address();
+      if (typeof address !== 'object' || !address) throw new Error('no address');
+      const conn = await open(address.port);
+        conn.socket.write(GET_HEALTHZ);
+      const { head } = await response(conn, 0);
+      expect(head).toMatch(/connection: close/i);
+      await within(conn.closed, 500, 'closing the connection after its response');
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('configuration', () => {
+  it('refuses a headers timeout longer than the request timeout (the old 66 s / 30 s pair)', () => {
+    expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '66000', HTTP_REQUEST_TIMEOUT_MS: '30000' })).toThrow(ConfigError);
+    expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '66000', HTTP_REQUEST_TIMEOUT_MS: '30000' })).toThrow(/HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS/);
+    expect(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '30000', HTTP_REQUEST_TIMEOUT_MS: '30000' })).not.toThrow();
+  });
+});

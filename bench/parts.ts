@@ -54,6 +54,8 @@ try {
       now_ms: Date.now(), agent: { id: agent.id, mode: 'delegated', host_id: key.hostId }, capability: CONSTRAINED.name,
       arguments: ARGUMENTS, grants: [{ id: 'grt_bench', constraints: CONSTRAINED.constraints }],
     })],
+    // Only executes whose grants use a plugin operator pay this: one message round trip to a worker.
+    ['plugin operator in the sandbox (regex, worker round trip)', () => deps.pluginSandbox.evaluate([{ name: 'regex', operand: '^[A-Z]{3}$', actual: 'USD' }])],
     ['whole execute (no HTTP)', (i) => executeCapability(deps, tokens[i]!, { capability: CONSTRAINED.name, arguments: ARGUMENTS })],
   ];
   // Every row that verifies or executes needs fresh tokens; a warm-up pass runs each row once first.

@@ -5,9 +5,9 @@
 // PLUGIN_BUDGET_MS, the worker is terminated and replaced, and the calls it did not answer count as
 // violations. The event loop never waits on a plugin, it only awaits a message.
 //
-// Cost: one message round trip per execute whose grants use a plugin operator (about 40 µs of
-// latency and of CPU across both threads, measured on the 2-core machine); executes that use only
-// built-in operators never come here.
+// Cost: one message round trip per execute whose grants use a plugin operator, about 64 µs of CPU
+// across both threads at 32 calls in flight (`npm run bench:parts`, bench/RESULTS.md); executes
+// that use only built-in operators never come here.
 import { Worker } from 'node:worker_threads';
 import { LogThrottle, type Logger } from '../logger.ts';
 import { isPluginFailure, type OperatorOutcome } from './outcome.ts';

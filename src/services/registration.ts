@@ -57,8 +57,10 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     if (existingId) return retryExisting(deps, existingId, clock.nowMs());
     const nowMs = clock.nowMs();
     const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs });
+    // A host nobody vouched for (anyone can make one) gets a small quota until a person links it.
+    const maxAgents = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
     const created = await store.createAgent(snapshot, {
-      maxAgents: host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX,
+      maxAgents,
       maxPendingAgents: config.PENDING_AGENTS_PER_HOST_MAX,
       ...(snapshot.agent.approval ? { pendingUntilMs: snapshot.agent.approval.expiresAtMs } : {}),
       nowMs,
@@ -69,8 +71,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     }
     if (created.reason === 'exists') return retryExisting(deps, created.existingAgentId, nowMs);
     if (created.reason === 'too_many_agents') {
-      const max = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
-      throw new ApiError('limit_exceeded', `this host holds the most agents it may (${max}${host.userId === undefined ? ' until a person links it' : ''})`);
+      throw new ApiError('limit_exceeded', `this host holds the most agents it may (${maxAgents}${host.userId === undefined ? ' until a person links it' : ''})`);
     }
     if (created.reason === 'too_many_pending') {
       throw new ApiError('limit_exceeded', `this host has ${config.PENDING_AGENTS_PER_HOST_MAX} agents waiting for approval already`);

@@ -23,7 +23,8 @@ import type { PluginSandbox } from './operators/sandbox.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
-import { guardStore } from './store/guard.ts';
+import { redisCallDeadlineMs } from './deadline.ts';
+import { failClosedStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
 
 export interface AppDependencies {
@@ -48,7 +49,9 @@ export interface App {
 
 export function buildApp(input: AppDependencies): App {
   const { config, clock, logger } = input;
-  const store = guardStore(input.store, logger);
+  // A call to Redis gets the command timeout plus a small margin in all, however many wait ahead of it.
+  const deadlineMs = input.store.kind === 'redis' ? redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS) : undefined;
+  const store = failClosedStore(input.store, logger, { deadlineMs });
   const settings: AuthSettings = {
     issuer: config.issuer,
     executeUrl: config.executeUrl,

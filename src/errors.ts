@@ -34,10 +34,12 @@ export const ERROR_STATUS = {
   limit_exceeded: 403,
   host_rejected: 403,
   service_unavailable: 503,
+  /** The record changed under too many concurrent writers for this request to win; retrying succeeds. */
+  conflict: 409,
   dynamic_host_registration_disabled: 403,
   not_found: 404,
-  /** A policy artefact failed its checks on reload; the previous policy keeps serving. */
-  policy_rejected: 422,
+  /** A reload (policy artefact or operator plugins) failed its checks; the previous set keeps serving. */
+  reload_rejected: 422,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -66,7 +66,7 @@ export function adminRouter(deps: ServiceDeps): Router {
   router.post('/admin/policy/reload', async (_req, res) => {
     if (!deps.reloadPolicy) throw new ApiError('not_found', 'this instance cannot reload its policy');
     const outcome = await deps.reloadPolicy();
-    if (!outcome.ok) throw new ApiError('policy_rejected', `the new policy artefact was refused: ${outcome.error}`);
+    if (!outcome.ok) throw new ApiError('reload_rejected', `the new policy artefact was refused: ${outcome.error}`);
     res.json({ sha256: outcome.sha256, generation: outcome.generation });
   });
 
@@ -76,7 +76,8 @@ export function adminRouter(deps: ServiceDeps): Router {
     try {
       res.json({ operators: await deps.reloadOperators() });
     } catch (err) {
-      throw new ApiError('invalid_request', `the operator plugins were refused: ${(err as Error).message}`);
+      // The same answer as a refused policy: the request was fine, what is on disk is not.
+      throw new ApiError('reload_rejected', `the operator plugins were refused: ${(err as Error).message}`);
     }
   });
 

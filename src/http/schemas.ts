@@ -69,11 +69,17 @@ export const listQuerySchema = z.object({
 
 export const describeQuerySchema = z.object({ name: capabilityName });
 
+/**
+ * Who a host is linked to, or who decided an approval: always named by the caller. An admin acting
+ * for nobody in particular says so (e.g. "admin:alice"); there is no silent default identity.
+ */
+const userId = id.describe('the person the admin acts for');
+
 export const adminCreateHostBodySchema = z.object({
   public_key: plainObject,
   name: z.string().max(200).optional(),
   default_capabilities: z.array(capabilityName).max(100).default([]),
-  user_id: id.default('admin'),
+  user_id: userId,
 });
 
 /** The code the approver was shown; when given, only the approval it names can be decided. */
@@ -81,8 +87,8 @@ const userCode = z.string().min(1).max(32).optional();
 
 export const adminApproveBodySchema = z.object({
   capabilities: z.array(capabilityName).max(100).optional(),
-  user_id: id.default('admin'),
+  user_id: userId,
   user_code: userCode,
 });
 
-export const adminDenyBodySchema = z.object({ user_id: id.default('admin'), user_code: userCode });
+export const adminDenyBodySchema = z.object({ user_id: userId, user_code: userCode });

@@ -55,6 +55,8 @@ export interface Violation {
   constraint: Record<string, unknown>;
   /** The supplied value; absent when the argument was missing. */
   actual?: unknown;
+  /** Set by agentgate (not the policy) when the argument was not supplied at all. */
+  missing?: true;
 }
 
 /** Output of `agentgate/execute`. */

@@ -4,6 +4,7 @@
 // request is refused (503), for known and unknown callers alike: fail closed.
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../config.ts';
+import { redisCallDeadlineMs, within } from '../deadline.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 
@@ -31,10 +32,16 @@ export class RateLimits {
   private readonly capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract>;
   private readonly logger: Logger;
 
-  constructor(limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger, capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract> = new Map()) {
+  /** Redis-backed limiters answer within this or count as unavailable (see store/guard.ts). */
+  private readonly deadlineMs: number | undefined;
+
+  constructor(
+    limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger, capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract> = new Map(), deadlineMs?: number,
+  ) {
     this.limiters = limiters;
     this.capabilityLimiters = capabilityLimiters;
     this.logger = logger;
+    this.deadlineMs = deadlineMs;
   }
 
   /** Spends one point of `name` for `key`; throws 429 rate_limited or 503 when the limiter fails. */
@@ -70,7 +77,8 @@ export class RateLimits {
 
   private async spend(limiter: RateLimiterAbstract, name: string, key: string): Promise<void> {
     try {
-      await limiter.consume(key);
+      const consumed = limiter.consume(key);
+      await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {
         const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
@@ -100,5 +108,5 @@ export function createRateLimits(
   const limiters = Object.fromEntries(LIMIT_NAMES.map((n) => [n, make(n, specs[n])])) as Record<LimitName, RateLimiterAbstract>;
   const perCapability = new Map<string, RateLimiterAbstract>();
   for (const c of capabilities) if (c.rateLimit) perCapability.set(c.name, make(`cap:${c.name}`, c.rateLimit));
-  return new RateLimits(limiters, logger, perCapability);
+  return new RateLimits(limiters, logger, perCapability, redisClient ? redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS) : undefined);
 }

@@ -124,26 +124,40 @@ export async function revokeAgent(deps: ServiceDeps, token: string | null, agent
 }
 
 // Protocol §4.8: host-authenticated, so it works when the agent key is compromised; the old key
-// stops working at once (key version bump + cache invalidation on every instance).
+// stops working at once (key version bump + cache invalidation on every instance). The new key's
+// registration index is claimed before anything else is written, as host rotation does: a lost
+// race is 409 agent_exists and changes nothing (issue 13 point 4).
 export async function rotateAgentKey(deps: ServiceDeps, token: string | null, agentId: string, publicKey: unknown): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
   const before = await ownedAgent(deps, verified, agentId);
+  const hostId = before.agent.hostId;
   const thumbprint = jwkThumbprint(jwk);
-  const holder = await deps.store.findAgentIdByKey(before.agent.hostId, thumbprint);
-  if (holder && holder !== agentId) throw new ApiError('agent_exists', 'another agent of this host already uses this key');
-  const result = await transitionAgent(deps.store, agentId, (snapshot) => {
-    assertOwner(verified, snapshot);
-    const effective = effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs());
-    if (effective.status !== 'active' && effective.status !== 'expired') throw statusRefusal(effective)!;
-    if (snapshot.agent.keyThumbprint === thumbprint) return null;
-    return {
-      set: { publicJwk: jwk, keyThumbprint: thumbprint, keyVersion: snapshot.agent.keyVersion + 1, updatedAtMs: deps.clock.nowMs() },
-    };
-  });
-  if (before.agent.keyThumbprint !== thumbprint) {
-    await deps.store.reindexAgentKey(before.agent.hostId, agentId, before.agent.keyThumbprint, thumbprint);
+  const claim = await deps.store.claimAgentKey(hostId, agentId, thumbprint);
+  if (claim === 'taken') throw new ApiError('agent_exists', 'another agent of this host already uses this key');
+  let replaced: string | null = null;
+  let result: AgentSnapshot;
+  try {
+    result = await transitionAgent(deps.store, agentId, (snapshot) => {
+      assertOwner(verified, snapshot);
+      const effective = effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs());
+      if (effective.status !== 'active' && effective.status !== 'expired') throw statusRefusal(effective)!;
+      replaced = null;
+      if (snapshot.agent.keyThumbprint === thumbprint) return null;
+      // The key this change replaces (a concurrent rotation may have changed it since `before`).
+      replaced = snapshot.agent.keyThumbprint;
+      return {
+        set: { publicJwk: jwk, keyThumbprint: thumbprint, keyVersion: snapshot.agent.keyVersion + 1, updatedAtMs: deps.clock.nowMs() },
+      };
+    });
+  } catch (err) {
+    // Nothing was rotated: give back an index this call took, and leave everything else as it was.
+    if (claim === 'claimed') await deps.store.releaseAgentKey(hostId, agentId, thumbprint);
+    throw err;
   }
+  // The replaced key is free for a new registration again. A crash before this line leaves its
+  // index naming this agent, which only makes that key answer agent_exists: safe.
+  if (replaced !== null) await deps.store.releaseAgentKey(hostId, agentId, replaced);
   await invalidate(deps, agentId);
   return result;
 }

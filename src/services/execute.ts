@@ -12,6 +12,7 @@ import { CapabilityBackendError } from '../execution/handlers.ts';
 import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
 import { SandboxUnavailableError } from '../operators/sandbox.ts';
 import type { OperatorEvaluator } from '../policy/engine.ts';
+import type { Violation } from '../policy/types.ts';
 import type { ExecuteRoundTripResult } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
@@ -98,7 +99,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   }, operator));
   if (!decision.allow) {
     if (decision.violations.length > 0) {
-      throw new ApiError('constraint_violated', 'the arguments break the constraints of the grant', { violations: decision.violations });
+      throw new ApiError('constraint_violated', 'the arguments break the constraints of the grant', { violations: withMissingHints(decision.violations, args) });
     }
     throw new ApiError('capability_not_granted', decision.reason ?? 'the policy refused this call');
   }
@@ -137,6 +138,15 @@ async function verifiedKey(deps: ServiceDeps, agentId: string, token: string): P
 }
 
 const NO_PLUGIN_CALLS: OperatorEvaluator = () => false;
+
+/**
+ * A violation of an argument the call did not supply says so (`missing: true`) instead of only
+ * lacking `actual`: "amount is missing" and "amount is wrong" need different fixes. The protocol
+ * allows extra members; clients that read only field, constraint and actual see no change.
+ */
+function withMissingHints(violations: Violation[], args: Record<string, unknown>): Violation[] {
+  return violations.map((v) => (Object.hasOwn(args, v.field) ? v : { ...v, missing: true }));
+}
 
 /**
  * The answers to every plugin operator call the policy will make, worked out in the plugin sandbox

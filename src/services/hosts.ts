@@ -88,7 +88,7 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
   const outcome = await deps.store.rotateHostKey(host.id, host.thumbprint, { thumbprint, publicJwk: jwk, updatedAtMs: deps.clock.nowMs() });
   if (outcome === 'not_found') throw new ApiError('host_not_found', 'the host does not exist');
   if (outcome === 'taken') throw new ApiError('invalid_request', 'another host already uses this key');
-  if (outcome === 'conflict') throw new ApiError('service_unavailable', 'the host key changed concurrently; retry');
+  if (outcome === 'conflict') throw new ApiError('conflict', 'the host key changed concurrently; retry');
   await cascadeToAgents(deps, host.id, (s) => (s.agent.hostThumbprint === thumbprint ? null : { set: { hostThumbprint: thumbprint } }));
   const rotated = await deps.store.getHost(host.id);
   if (!rotated) throw new ApiError('host_not_found', 'the host does not exist');

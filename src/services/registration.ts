@@ -78,7 +78,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     }
     // The host was revoked, approved or rotated between our read and the write: decide again on
     // what it is now (a revoked host is refused at the top of the loop).
-    if (attempt >= HOST_CHANGE_ATTEMPTS) throw new ApiError('service_unavailable', 'the host is being changed concurrently; retry');
+    if (attempt >= HOST_CHANGE_ATTEMPTS) throw new ApiError('conflict', 'the host is being changed concurrently; retry');
     const current = await store.getHost(host.id);
     if (!current) throw new ApiError('host_not_found', 'the host does not exist');
     host = current;

@@ -141,8 +141,14 @@ export interface Store {
    * `expectVersion`, bumping it. Grant index by capability is kept in step.
    */
   casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult>;
-  /** Moves the (host, key) registration index from one key thumbprint to another. */
-  reindexAgentKey(hostId: string, agentId: string, oldThumbprint: string, newThumbprint: string): Promise<void>;
+  /**
+   * Claims the (host, key) registration index for an agent about to rotate onto `thumbprint`:
+   * 'claimed' by this call, 'ours' when it already names this agent, 'taken' by another agent
+   * (nothing written). Rotation claims first, so a lost race changes nothing (issue 13 point 4).
+   */
+  claimAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<'claimed' | 'ours' | 'taken'>;
+  /** Frees the (host, key) index, only while it still names this agent. */
+  releaseAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<void>;
 
   // ---- hot path ------------------------------------------------------------------------------
   /**
@@ -167,6 +173,11 @@ export interface Store {
   onAgentInvalidation(listener: (agentId: string) => void): void;
 
   // ---- lifecycle -----------------------------------------------------------------------------
+  /**
+   * Whether an error this store threw means the backend is unreachable or not serving (the caller
+   * answers 503 and the client retries), rather than a bug or corrupt data (500).
+   */
+  isUnavailable(error: unknown): boolean;
   /** Round-trip health check with a timeout; throws when the backend is unreachable. */
   ping(): Promise<void>;
   close(): Promise<void>;

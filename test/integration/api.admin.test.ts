@@ -9,7 +9,7 @@ describe('admin API', () => {
   it('refuses a missing token (401) and a wrong one (403), and accepts the right one', async () => {
     const server = await startTestServer();
     try {
-      const body = { public_key: (await newEd25519()).publicJwk };
+      const body = { public_key: (await newEd25519()).publicJwk, user_id: 'user-1' };
       expect(code(await http('POST', `${server.baseUrl}/admin/hosts`, { json: body }))).toBe('401 authentication_required');
       expect(code(await http('POST', `${server.baseUrl}/admin/hosts`, { json: body, token: 'wrong-token-of-some-length' }))).toBe('403 unauthorized');
       expect((await new Client(server).admin('POST', '/admin/hosts', body)).status).toBe(201);
@@ -36,6 +36,26 @@ describe('admin API', () => {
       expect((await c.execute(agent, 'echo', {})).status).toBe(200);
       expect(code(await c.admin('GET', '/admin/agents/agt_missing'))).toBe('404 agent_not_found');
       expect(code(await c.admin('POST', '/admin/capabilities/nope/remove'))).toBe('404 capability_not_found');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('never links a host or decides an approval for a user nobody named (no silent "admin" identity)', async () => {
+    const server = await startTestServer();
+    try {
+      const c = new Client(server);
+      const host = await newEd25519();
+      const created = await c.admin('POST', '/admin/hosts', { public_key: host.publicJwk, default_capabilities: ['echo'] });
+      expect(code(created)).toBe('400 invalid_request');
+      expect(created.json.message).toMatch(/user_id/);
+      expect(await server.store.findHostByThumbprint(host.thumbprint)).toBeNull();
+      const { agent } = await c.register(await newEd25519(), { mode: 'delegated', capabilities: ['echo'] });
+      expect(code(await c.admin('POST', `/admin/agents/${agent!.id}/approve`, {}))).toBe('400 invalid_request');
+      expect(code(await c.admin('POST', `/admin/agents/${agent!.id}/deny`, {}))).toBe('400 invalid_request');
+      expect((await c.admin('GET', `/admin/agents/${agent!.id}`)).json.status).toBe('pending');
+      const approved = await c.admin('POST', `/admin/agents/${agent!.id}/approve`, { user_id: 'admin:alice' });
+      expect(approved.json.user_id).toBe('admin:alice');
     } finally {
       await server.close();
     }

@@ -229,14 +229,14 @@ describe.each(['memory', 'redis'] as const)('contract §7 rows (%s store)', (sto
       const host = await c.linkedHost([]);
       const { agent: pending } = await c.register(host, { capabilities: ['echo'] });
       expectError(await c.hostPost('/agent/reactivate', host, { agent_id: pending!.id }), 403, 'agent_pending');
-      await c.admin('POST', `/admin/agents/${pending!.id}/deny`, {});
+      await c.admin('POST', `/admin/agents/${pending!.id}/deny`, { user_id: 'user-1' });
       expectError(await c.hostPost('/agent/reactivate', host, { agent_id: pending!.id }), 403, 'agent_rejected');
 
       const unknownHost = await newEd25519();
       const { agent: auto } = await c.register(unknownHost, { mode: 'autonomous' });
       expect(auto?.registration.status).toBe('active');
       const { agent: delegated } = await c.register(unknownHost, { mode: 'delegated' });
-      expect((await c.admin('POST', `/admin/agents/${delegated!.id}/approve`, { capabilities: [] })).status).toBe(200);
+      expect((await c.admin('POST', `/admin/agents/${delegated!.id}/approve`, { capabilities: [], user_id: 'user-1' })).status).toBe(200);
       expect((await c.status(unknownHost, auto!.id)).json.status).toBe('claimed');
       expectError(await c.hostPost('/agent/reactivate', unknownHost, { agent_id: auto!.id }), 403, 'agent_claimed');
     });

@@ -72,7 +72,7 @@ describe.each(['memory', 'redis'] as const)('lifecycle (%s store)', (storeKind) 
     expect(req.json).toMatchObject({ status: 'pending', approval: { method: 'device_authorization' } });
     expect(typeof req.json.approval.user_code).toBe('string');
     expect(typeof req.json.agent_capability_grants[0].id).toBe('string');
-    expect((await c.admin('POST', `/admin/agents/${agent.id}/approve`, { capabilities: ['weather_lookup'] })).status).toBe(200);
+    expect((await c.admin('POST', `/admin/agents/${agent.id}/approve`, { capabilities: ['weather_lookup'], user_id: 'user-1' })).status).toBe(200);
     expect((await c.execute(agent, 'weather_lookup', { city: 'Oslo' })).status).toBe(200);
 
     advance(SESSION_TTL_SECONDS + 1);
@@ -119,7 +119,7 @@ describe.each(['memory', 'redis'] as const)('lifecycle (%s store)', (storeKind) 
   it('denying a pending registration rejects the agent', async () => {
     const host = await c.linkedHost([]);
     const { agent } = await c.register(host, { capabilities: ['echo'] });
-    expect((await c.admin('POST', `/admin/agents/${agent!.id}/deny`, {})).json.status).toBe('rejected');
+    expect((await c.admin('POST', `/admin/agents/${agent!.id}/deny`, { user_id: 'user-1' })).json.status).toBe('rejected');
     expect(code(await c.execute(agent!, 'echo', {}))).toBe('403 agent_rejected');
   });
 

@@ -51,8 +51,9 @@ describe('a plugin added at run time', () => {
     const refused = await c.execute(agent, 'echo', { code: 'ABC' });
     expect(code(refused)).toBe('403 constraint_violated');
     expect(refused.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' }, actual: 'ABC' }]);
+    // A missing argument is told apart from a wrong one (issue 13): no actual, and missing: true.
     const missing = await c.execute(agent, 'echo', {});
-    expect(missing.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' } }]);
+    expect(missing.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' }, missing: true }]);
   });
 
   it("an operand that fails the plugin's schema is 400 invalid_request naming the field and operator", async () => {
@@ -74,17 +75,17 @@ describe('a plugin added at run time', () => {
     const executed = await c.execute(agent, 'echo', { code: 'ABZ' });
     expect(code(executed)).toBe('400 unknown_constraint_operator');
     expect(executed.json.unknown_operators).toEqual(['ends_with']);
-    const approved = await c.admin('POST', `/admin/agents/${pending!.id}/approve`, {});
+    const approved = await c.admin('POST', `/admin/agents/${pending!.id}/approve`, { user_id: 'user-1' });
     expect(code(approved)).toBe('400 unknown_constraint_operator');
     expect((await c.admin('GET', `/admin/agents/${pending!.id}`)).json.status).toBe('pending');
   });
 
-  it('a broken plugin is refused by a reload and the previous set keeps serving', async () => {
+  it('a broken plugin is refused by a reload (422 reload_rejected, as a broken policy is) and the previous set keeps serving', async () => {
     await writeFile(join(dir, 'ends_with.mjs'), ENDS_WITH);
     expect((await reload()).status).toBe(200);
     await writeFile(join(dir, 'broken.mjs'), 'export const name = "broken";');
     const res = await reload();
-    expect(code(res)).toBe('400 invalid_request');
+    expect(code(res)).toBe('422 reload_rejected');
     expect(res.json.message).toMatch(/broken\.mjs/);
     const agent = await c.activeAgent([grant]);
     expect((await c.execute(agent, 'echo', { code: 'Z' })).status).toBe(200);

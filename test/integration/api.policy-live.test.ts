@@ -52,10 +52,10 @@ describe('live policy changes', () => {
     expect((await c.execute(agent, 'echo', {})).status).toBe(200);
   });
 
-  it('a broken artefact is refused (422 policy_rejected) and the old policy keeps serving', async () => {
+  it('a broken artefact is refused (422 reload_rejected) and the old policy keeps serving', async () => {
     const before = await health();
     await writeFile(join(dir, 'policy.wasm'), Buffer.from('\0asm\x01\0\0\0 truncated'));
-    expect(code(await reload())).toBe('422 policy_rejected');
+    expect(code(await reload())).toBe('422 reload_rejected');
     expect(await health()).toEqual(before);
     expect((await c.execute(agent, 'echo', {})).status).toBe(200);
     await install('allow');

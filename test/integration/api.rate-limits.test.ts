@@ -173,7 +173,7 @@ describe('two server processes on one Redis', () => {
       await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok);
     }
     const host = await newEd25519();
-    expect((await http('POST', `${issuer}/admin/hosts`, { token: adminToken, json: { public_key: host.publicJwk, default_capabilities: ['echo'] } })).status).toBe(201);
+    expect((await http('POST', `${issuer}/admin/hosts`, { token: adminToken, json: { public_key: host.publicJwk, default_capabilities: ['echo'], user_id: 'user-1' } })).status).toBe(201);
     const agentKey = await newEd25519();
     const reg = await http('POST', `${issuer}/agent/register`, { token: await hostJwt(host, issuer, { agentKey }), json: { name: 'shared', capabilities: ['echo'] } });
     expect(reg.json.status).toBe('active');

@@ -526,26 +526,30 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await grantsFor('payments.send')).toEqual([fresh.id]);
       });
 
-      it('reindexAgentKey moves the registration index to the new key', async () => {
+      it('claimAgentKey claims a free index, recognises its own, and refuses one another agent holds, changing nothing', async () => {
         const { host, snapshot } = await seedAgent();
         const newKey = uid('akt');
-        await store.reindexAgentKey(host.id, snapshot.agent.id, snapshot.agent.keyThumbprint, newKey);
+        expect(await store.claimAgentKey(host.id, snapshot.agent.id, newKey)).toBe('claimed');
         expect(await store.findAgentIdByKey(host.id, newKey)).toBe(snapshot.agent.id);
+        expect(await store.claimAgentKey(host.id, snapshot.agent.id, newKey)).toBe('ours');
+        const other = snapshotFixture(host.id);
+        await store.createAgent(other);
+        expect(await store.claimAgentKey(host.id, other.agent.id, newKey)).toBe('taken');
+        expect(await store.claimAgentKey(host.id, snapshot.agent.id, other.agent.keyThumbprint)).toBe('taken');
+        expect(await store.findAgentIdByKey(host.id, other.agent.keyThumbprint)).toBe(other.agent.id);
+      });
+
+      it('releaseAgentKey frees an index only while it names that agent', async () => {
+        const { host, snapshot } = await seedAgent();
+        const other = snapshotFixture(host.id);
+        await store.createAgent(other);
+        await store.releaseAgentKey(host.id, other.agent.id, snapshot.agent.keyThumbprint);
+        expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBe(snapshot.agent.id);
+        await store.releaseAgentKey(host.id, snapshot.agent.id, snapshot.agent.keyThumbprint);
         expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBeNull();
         // The old key is free again for a new registration.
         const again = snapshotFixture(host.id, { agent: { keyThumbprint: snapshot.agent.keyThumbprint } });
         expect((await store.createAgent(again)).created).toBe(true);
-      });
-
-      it("reindexAgentKey refuses another agent's key and changes nothing", async () => {
-        const { host, snapshot } = await seedAgent();
-        const other = snapshotFixture(host.id);
-        await store.createAgent(other);
-        await expect(
-          store.reindexAgentKey(host.id, snapshot.agent.id, snapshot.agent.keyThumbprint, other.agent.keyThumbprint),
-        ).rejects.toThrow(/already registered/);
-        expect(await store.findAgentIdByKey(host.id, snapshot.agent.keyThumbprint)).toBe(snapshot.agent.id);
-        expect(await store.findAgentIdByKey(host.id, other.agent.keyThumbprint)).toBe(other.agent.id);
       });
     });
 

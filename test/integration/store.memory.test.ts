@@ -43,4 +43,27 @@ describe('memory store: replay records stay bounded', () => {
     await store.close();
     await expect(store.ping()).rejects.toThrow(/closed/);
   });
+
+  it('a listener that throws is reported, not dropped silently (as the Redis store reports it)', async () => {
+    const reported: Error[] = [];
+    const store = new MemoryStore({ onListenerError: (error) => reported.push(error) });
+    const delivered: string[] = [];
+    store.onAgentInvalidation(() => {
+      throw new Error('listener bug');
+    });
+    store.onAgentInvalidation((agentId) => delivered.push(agentId));
+    await store.publishAgentInvalidation('agt_1');
+    await expect.poll(() => delivered).toEqual(['agt_1']);
+    expect(reported.map((e) => e.message)).toEqual(['listener bug']);
+  });
+
+  it('tells an outage (closed, replay cache full) from a bug, for the 503/500 split', async () => {
+    const store = new MemoryStore({ now: () => 5_000, maxReplayRecords: 1 });
+    await store.recordAgentJti('agt_1', 'a', 60_000);
+    const full = await store.recordAgentJti('agt_1', 'b', 60_000).catch((e: unknown) => e);
+    expect(store.isUnavailable(full)).toBe(true);
+    expect(store.isUnavailable(new TypeError('a bug'))).toBe(false);
+    await store.close();
+    expect(store.isUnavailable(await store.ping().catch((e: unknown) => e))).toBe(true);
+  });
 });

@@ -66,7 +66,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   let cleanupStore: () => Promise<void>;
   if (options.store === 'redis') {
     const url = options.redisUrl ?? (await redisUrlForTests());
-    const redisStore = await createRedisStore({ url, keyPrefix: config.REDIS_KEY_PREFIX });
+    const redisStore = await createRedisStore({ url, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS });
     store = redisStore;
     redisClient = redisStore.connection;
     cleanupStore = async () => {

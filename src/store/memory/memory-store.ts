@@ -23,13 +23,23 @@ import type {
   HostUpdate,
   Store,
 } from '../store.ts';
-import { ReplayRecords } from './replay-records.ts';
+import { ReplayCacheFullError, ReplayRecords } from './replay-records.ts';
+
+/** What every call of a closed memory store throws (the Redis store's closed connection, here). */
+export class MemoryStoreClosedError extends Error {
+  constructor() {
+    super('the memory store is closed');
+    this.name = 'MemoryStoreClosedError';
+  }
+}
 
 export interface MemoryStoreOptions {
   /** Wall clock (epoch ms) for jti and session expiry, as Redis's own clock would be; default Date.now. */
   now?: () => number;
   /** Upper bound on remembered jtis; past it, recording refuses rather than forget a live jti. */
   maxReplayRecords?: number;
+  /** An invalidation listener threw; reported, as the Redis store reports its listener errors. */
+  onListenerError?: (error: Error) => void;
 }
 
 type HostPatch = Parameters<Store['updateHost']>[1];
@@ -57,9 +67,11 @@ export class MemoryStore implements Store {
   readonly #replay: ReplayRecords;
   readonly #listeners: ((agentId: string) => void)[] = [];
   #closed = false;
+  readonly #onListenerError: ((error: Error) => void) | undefined;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.#now = options.now ?? Date.now;
+    this.#onListenerError = options.onListenerError;
     this.#replay = new ReplayRecords(this.#now, options.maxReplayRecords);
   }
 
@@ -200,17 +212,20 @@ export class MemoryStore implements Store {
     return { ok: true, snapshot: this.#snapshotOf(stored) };
   }
 
-  async reindexAgentKey(hostId: string, agentId: string, oldThumbprint: string, newThumbprint: string): Promise<void> {
+  async claimAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<'claimed' | 'ours' | 'taken'> {
     this.#assertOpen();
     assertTaggable('host id', hostId);
-    const owner = this.#agentIdByHostKey.get(hostKey(hostId, newThumbprint));
-    if (owner !== undefined && owner !== agentId) {
-      throw new Error(`agent key ${newThumbprint} of host ${hostId} is already registered to agent ${owner}`);
+    const owner = this.#agentIdByHostKey.get(hostKey(hostId, thumbprint));
+    if (owner === undefined) {
+      this.#agentIdByHostKey.set(hostKey(hostId, thumbprint), agentId);
+      return 'claimed';
     }
-    if (this.#agentIdByHostKey.get(hostKey(hostId, oldThumbprint)) === agentId) {
-      this.#agentIdByHostKey.delete(hostKey(hostId, oldThumbprint));
-    }
-    this.#agentIdByHostKey.set(hostKey(hostId, newThumbprint), agentId);
+    return owner === agentId ? 'ours' : 'taken';
+  }
+
+  async releaseAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<void> {
+    this.#assertOpen();
+    if (this.#agentIdByHostKey.get(hostKey(hostId, thumbprint)) === agentId) this.#agentIdByHostKey.delete(hostKey(hostId, thumbprint));
   }
 
   // ---- hot path ------------------------------------------------------------------------------
@@ -256,8 +271,9 @@ export class MemoryStore implements Store {
       queueMicrotask(() => {
         try {
           listener(agentId);
-        } catch {
-          // A failing listener must not stop the others, as with the Redis store.
+        } catch (error) {
+          // A failing listener must not stop the others, and is reported, as with the Redis store.
+          this.#onListenerError?.(error instanceof Error ? error : new Error(String(error)));
         }
       });
     }
@@ -268,6 +284,10 @@ export class MemoryStore implements Store {
   }
 
   // ---- lifecycle -----------------------------------------------------------------------------
+
+  isUnavailable(error: unknown): boolean {
+    return error instanceof MemoryStoreClosedError || error instanceof ReplayCacheFullError;
+  }
 
   async ping(): Promise<void> {
     this.#assertOpen();
@@ -282,7 +302,7 @@ export class MemoryStore implements Store {
 
   /** After close the Redis store's commands reject; this one behaves the same. */
   #assertOpen(): void {
-    if (this.#closed) throw new Error('the memory store is closed');
+    if (this.#closed) throw new MemoryStoreClosedError();
   }
 
   /** A deadline already past on the wall clock is dropped, as Redis drops an expired key. */

@@ -6,6 +6,14 @@ const DEFAULT_MAX_RECORDS = 1_000_000;
 /** Entries checked at the front of the map on every insert; jtis with equal ttls expire in order. */
 const PRUNE_STEP = 4;
 
+/** The replay cache is full of live jtis: the store cannot take more right now (a 503, not a bug). */
+export class ReplayCacheFullError extends Error {
+  constructor(maxRecords: number) {
+    super(`the in-memory replay cache holds ${maxRecords} live jtis; refusing rather than forgetting one`);
+    this.name = 'ReplayCacheFullError';
+  }
+}
+
 export class ReplayRecords {
   readonly #now: () => number;
   readonly #maxRecords: number;
@@ -27,7 +35,7 @@ export class ReplayRecords {
     this.#expiresAtMs.delete(key);
     if (this.#expiresAtMs.size >= this.#maxRecords) this.#pruneAll(nowMs);
     if (this.#expiresAtMs.size >= this.#maxRecords) {
-      throw new Error(`the in-memory replay cache holds ${this.#maxRecords} live jtis; refusing rather than forgetting one`);
+      throw new ReplayCacheFullError(this.#maxRecords);
     }
     this.#expiresAtMs.set(key, nowMs + ttlMs);
     return true;

@@ -3,6 +3,7 @@
 // and while the connection is down commands reject at once instead of queueing (the caller answers
 // 503), so a dead Redis never makes a request hang.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { DeadlineError, within } from '../../deadline.ts';
 
 export interface ClusterNodeAddress {
   host: string;
@@ -109,15 +110,6 @@ export function openConnection(options: RedisStoreOptions, role: 'commands' | 's
   return connection;
 }
 
-/** Rejects after `ms` with a message naming what took too long. */
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 /**
  * Connects, pings and checks the eviction policy. An evicting Redis would silently drop grants,
  * sessions and replay records (DESIGN §3), so anything but `noeviction` is refused.
@@ -186,4 +178,18 @@ export async function closeConnection(connection: RedisConnection, ms: number): 
   } finally {
     connection.disconnect();
   }
+}
+
+/**
+ * Whether a failed command means Redis is unreachable, slow or not serving (503, retry later), as
+ * opposed to a bug or corrupt data (500): the connection is down or closed, a command timed out or
+ * was refused while disconnected, or a cluster is reconfiguring or still loading its data.
+ */
+export function isRedisUnavailable(error: unknown): boolean {
+  if (error instanceof DeadlineError) return true;
+  if (!(error instanceof Error)) return false;
+  if (error.name === 'MaxRetriesPerRequestError' || error.name === 'ClusterAllFailedError') return true;
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code !== undefined && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
+  return /Connection is closed|Command timed out|Stream isn't writeable|enableOfflineQueue|Failed to refresh slots cache|None of startup nodes|^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|BUSY|OOM)\b/.test(error.message);
 }

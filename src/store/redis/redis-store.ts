@@ -38,6 +38,7 @@ import {
   closeConnection,
   connectAndCheck,
   DEFAULT_COMMAND_TIMEOUT_MS,
+  isRedisUnavailable,
   openConnection,
   type RedisConnection,
   type RedisStoreOptions,
@@ -307,17 +308,16 @@ export class RedisStore implements Store {
     return outcome === 'ok' ? { ok: true, snapshot } : { ok: false, reason: 'conflict', snapshot };
   }
 
-  async reindexAgentKey(hostId: string, agentId: string, oldThumbprint: string, newThumbprint: string): Promise<void> {
+  async claimAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<'claimed' | 'ours' | 'taken'> {
     assertTaggable('host id', hostId);
-    const k = this.#keys;
-    const owner = await this.#scripts.agentgateReindexAgentKey(
-      k.hostAgentKey(hostId, oldThumbprint),
-      k.hostAgentKey(hostId, newThumbprint),
-      agentId,
-    );
-    if (typeof owner === 'string') {
-      throw new Error(`agent key ${newThumbprint} of host ${hostId} is already registered to agent ${owner}`);
-    }
+    const outcome = await this.#scripts.agentgateClaimIndex(this.#keys.hostAgentKey(hostId, thumbprint), agentId);
+    if (outcome === 'claimed' || outcome === 'ours' || outcome === 'taken') return outcome;
+    throw new Error(`agent key claim answered ${String(outcome)}`);
+  }
+
+  async releaseAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<void> {
+    if (!isTaggable(hostId)) return;
+    await this.#scripts.agentgateDeleteIfValue(this.#keys.hostAgentKey(hostId, thumbprint), agentId);
   }
 
   // ---- hot path ------------------------------------------------------------------------------
@@ -404,6 +404,10 @@ export class RedisStore implements Store {
   }
 
   // ---- lifecycle -----------------------------------------------------------------------------
+
+  isUnavailable(error: unknown): boolean {
+    return isRedisUnavailable(error);
+  }
 
   async ping(): Promise<void> {
     const reply = await this.#connection.ping();

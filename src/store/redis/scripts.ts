@@ -184,18 +184,19 @@ return {'ok', flat, session, grants}
 };
 
 /**
- * Moves an agent's registration index from its old key thumbprint to the new one, unless another
- * agent already holds the new one. KEYS: old index, new index. ARGV: agent id.
- * Returns false when moved, else the id of the agent holding the new index (nothing changed).
+ * Claims a registration index for an agent. KEYS: index. ARGV: agent id.
+ * Returns 'claimed' (written now), 'ours' (already this agent's) or 'taken' (another agent's).
  */
-export const REINDEX_AGENT_KEY: ScriptDefinition = {
-  numberOfKeys: 2,
+export const CLAIM_INDEX: ScriptDefinition = {
+  numberOfKeys: 1,
   lua: `
-local owner = redis.call('GET', KEYS[2])
-if owner and owner ~= ARGV[1] then return owner end
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-redis.call('SET', KEYS[2], ARGV[1])
-return false
+local owner = redis.call('GET', KEYS[1])
+if not owner then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 'claimed'
+end
+if owner == ARGV[1] then return 'ours' end
+return 'taken'
 `,
 };
 
@@ -263,7 +264,7 @@ export const SCRIPTS = {
   agentgateAdmitAgent: ADMIT_AGENT,
   agentgateCasAgent: CAS_AGENT,
   agentgateExecute: EXECUTE_ROUND_TRIP,
-  agentgateReindexAgentKey: REINDEX_AGENT_KEY,
+  agentgateClaimIndex: CLAIM_INDEX,
   agentgateCreateHash: CREATE_HASH,
   agentgateUpdateHost: UPDATE_HOST,
   agentgateRotateHostKey: ROTATE_HOST_KEY,

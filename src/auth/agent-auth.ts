@@ -1,13 +1,14 @@
-// Agent JWT verification for every endpoint but execute, which has its own one-round-trip path
-// (services/execute.ts) built from the same pieces (protocol §5.3, DESIGN §4).
+// Agent JWT verification (protocol §5.3, DESIGN §4): full verification for every endpoint but
+// execute, and the pieces execute's one-round-trip path uses (precheck, cached-key signature
+// check, issuer rule), so every rule about agent tokens lives here.
 import type { Clock } from '../clock.ts';
 import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
-import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, verifySignature, type DecodedJwt } from './jwt.ts';
-import type { AgentKeyCache } from './key-cache.ts';
+import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
+import type { AgentKeyCache, CachedAgentKey } from './key-cache.ts';
 
 export interface VerifiedAgent {
   snapshot: AgentSnapshot;
@@ -60,7 +61,7 @@ export class AgentAuthenticator {
     await verifySignature(decoded.token, key);
     assertIssuer(decoded.claims, agent.hostThumbprint);
     if (options.consumeJti) {
-      if (!(await this.store.recordAgentJti(agentId, jti, jtiTtlMs(this.timeRules())))) {
+      if (!(await this.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
         throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
       }
       await this.limits.consume('agent', agentId);
@@ -68,12 +69,41 @@ export class AgentAuthenticator {
     return { snapshot, claims: decoded.claims, capabilityClaim };
   }
 
-  timeRules() {
-    return {
-      nowSeconds: Math.floor(this.clock.nowMs() / 1000),
-      maxLifetimeSeconds: this.settings.maxLifetimeSeconds,
-      skewSeconds: this.settings.skewSeconds,
-    };
+  /**
+   * The execute path's signature check (DESIGN §2 step 3): the cached key when the signature
+   * verifies with it; on a miss or a failure (the key may have been rotated on another instance
+   * before the invalidation arrived), the stored key, once. Nothing is written.
+   */
+  async verifyWithCachedKey(agentId: string, token: string): Promise<CachedAgentKey> {
+    const cached = this.keys.get(agentId);
+    if (cached) {
+      try {
+        await verifySignature(token, cached);
+        return cached;
+      } catch {
+        this.keys.invalidate(agentId);
+      }
+    }
+    const snapshot = await this.store.getAgent(agentId);
+    if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
+    const fresh = await this.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
+    if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
+    await verifySignature(token, fresh);
+    return fresh;
+  }
+
+  /** Drops a cached key the store says is stale (another instance rotated it). */
+  forgetKey(agentId: string): void {
+    this.keys.invalidate(agentId);
+  }
+
+  /** How long an agent jti is remembered (lifetime cap plus skew). */
+  jtiTtlMs(): number {
+    return jtiTtlMs(this.settings);
+  }
+
+  private timeRules() {
+    return timeRulesAt(this.clock.nowMs(), this.settings);
   }
 }
 

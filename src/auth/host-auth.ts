@@ -6,7 +6,7 @@ import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
-import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, verifySignature } from './jwt.ts';
+import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature } from './jwt.ts';
 import { importVerifyKey, jwkThumbprint, parsePublicJwk } from './keys.ts';
 
 /** A base64url SHA-256 thumbprint: 43 characters (braces could never reach a Redis hash tag). */
@@ -69,7 +69,7 @@ export class HostAuthenticator {
       if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
     }
     // Recorded only after the signature verified, so a forgery cannot burn a real host's jti.
-    if (!(await this.store.recordHostJti(iss, jti, jtiTtlMs(this.timeRules())))) {
+    if (!(await this.store.recordHostJti(iss, jti, jtiTtlMs(this.settings)))) {
       throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
     }
     if (host) {
@@ -93,10 +93,6 @@ export class HostAuthenticator {
   }
 
   private timeRules() {
-    return {
-      nowSeconds: Math.floor(this.clock.nowMs() / 1000),
-      maxLifetimeSeconds: this.settings.maxLifetimeSeconds,
-      skewSeconds: this.settings.skewSeconds,
-    };
+    return timeRulesAt(this.clock.nowMs(), this.settings);
   }
 }

@@ -79,6 +79,11 @@ export function checkAudience(claims: Record<string, unknown>, accepted: readonl
   if (!normalised.some((v) => accepted.includes(v))) throw invalid('JWT aud does not name this server');
 }
 
+/** The time rules at `nowMs` for the configured lifetime cap and skew (both authenticators use them). */
+export function timeRulesAt(nowMs: number, settings: { maxLifetimeSeconds: number; skewSeconds: number }): TimeRules {
+  return { nowSeconds: Math.floor(nowMs / 1000), maxLifetimeSeconds: settings.maxLifetimeSeconds, skewSeconds: settings.skewSeconds };
+}
+
 /** How long a jti must be remembered: the longest acceptable lifetime plus skew, in ms. */
 export function jtiTtlMs(rules: Pick<TimeRules, 'maxLifetimeSeconds' | 'skewSeconds'>): number {
   return (rules.maxLifetimeSeconds + 2 * rules.skewSeconds) * 1000;

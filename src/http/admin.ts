@@ -1,11 +1,11 @@
 // The admin API (DESIGN §8), guarded by a bearer token (ADMIN_TOKEN). Without a token configured
 // every admin route answers 403: the API is off.
 import { Router, type NextFunction, type Request, type Response } from 'express';
+import { requireAdminToken } from '../auth/operator-tokens.ts';
 import { ApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { revokeHost } from '../services/hosts.ts';
-import { safeEqual } from './agent.ts';
 import { parseWith, tokenOf } from './parse.ts';
 import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema } from './schemas.ts';
 import { agentView, hostView } from './views.ts';
@@ -96,11 +96,7 @@ export function adminRouter(deps: ServiceDeps): Router {
 
 function requireAdmin(deps: ServiceDeps) {
   return (req: Request, _res: Response, next: NextFunction) => {
-    const expected = deps.config.ADMIN_TOKEN;
-    if (!expected) throw new ApiError('unauthorized', 'the admin API is disabled (set ADMIN_TOKEN)');
-    const presented = tokenOf(req);
-    if (!presented) throw new ApiError('authentication_required', 'the admin API requires Authorization: Bearer <ADMIN_TOKEN>');
-    if (!safeEqual(presented, expected)) throw new ApiError('unauthorized', 'the admin token is not valid');
+    requireAdminToken(tokenOf(req), deps.config.ADMIN_TOKEN);
     next();
   };
 }

@@ -1,8 +1,7 @@
 // Agent resources (protocol §4.3–§4.8, §4.12, and the Docs' revoke-capability). Thin: parse,
 // call one service, shape the response.
-import { timingSafeEqual } from 'node:crypto';
-import { Router, type Request } from 'express';
-import { decodeJwt } from '../auth/jwt.ts';
+import { Router } from 'express';
+import { requireIntrospectionToken } from '../auth/operator-tokens.ts';
 import { ApiError } from '../errors.ts';
 import * as agents from '../services/agents.ts';
 import type { ServiceDeps } from '../services/deps.ts';
@@ -77,15 +76,14 @@ export function agentRouter(deps: ServiceDeps): Router {
   // Docs/Ref extension: POST /agent/revoke-capability, by the agent itself or by its host.
   router.post('/agent/revoke-capability', async (req, res) => {
     const body = parseWith(revokeCapabilityBodySchema, req.body, 'body');
-    const actor = await revocationActor(deps, req, body.agent_id);
-    const { snapshot, revoked } = await agents.revokeCapabilities(deps, actor, body.capabilities);
+    const { snapshot, revoked } = await agents.revokeCapabilities(deps, tokenOf(req), body.agent_id, body.capabilities);
     res.json({ agent_id: snapshot.agent.id, revoked: [...new Set(revoked.map((g) => g.capability))], grant_ids: revoked.map((g) => g.id) });
   });
 
   // Protocol §4.12: server-to-server; a bearer token proves the caller is a resource server.
   router.post('/agent/introspect', async (req, res) => {
     await deps.limits.consume('ip', req.ip ?? 'unknown');
-    requireIntrospectionCaller(deps, req);
+    requireIntrospectionToken(tokenOf(req), { introspection: deps.config.INTROSPECTION_TOKEN, admin: deps.config.ADMIN_TOKEN });
     const body = parseWith(introspectBodySchema, req.body, 'body');
     const result = await introspectToken(deps, body.token);
     if (!result.active) {
@@ -107,36 +105,4 @@ export function agentRouter(deps: ServiceDeps): Router {
   });
 
   return router;
-}
-
-async function revocationActor(deps: ServiceDeps, req: Request, agentId: string | undefined) {
-  const token = tokenOf(req);
-  let typ: unknown;
-  try {
-    typ = token ? decodeJwt(token, 'host+jwt').header.typ : undefined;
-  } catch {
-    typ = 'agent+jwt';
-  }
-  if (typ === 'host+jwt') {
-    if (!agentId) throw new ApiError('invalid_request', 'agent_id is required when a host revokes a capability');
-    const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
-    return { kind: 'host' as const, verified, agentId };
-  }
-  const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
-  if (agentId && agentId !== verified.snapshot.agent.id) throw new ApiError('unauthorized', 'an agent may only revoke its own capabilities');
-  return { kind: 'agent' as const, agentId: verified.snapshot.agent.id, capabilityClaim: verified.capabilityClaim };
-}
-
-function requireIntrospectionCaller(deps: ServiceDeps, req: Request): void {
-  const presented = tokenOf(req);
-  const accepted = [deps.config.INTROSPECTION_TOKEN, deps.config.ADMIN_TOKEN].filter((t): t is string => t !== undefined);
-  if (!presented || !accepted.some((t) => safeEqual(presented, t))) {
-    throw new ApiError('authentication_required', 'introspection requires the resource-server bearer token (INTROSPECTION_TOKEN)');
-  }
-}
-
-export function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }

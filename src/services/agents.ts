@@ -1,5 +1,6 @@
 // Host- and agent-authenticated operations on one agent: status (§4.5), reactivate (§4.6),
 // revoke (§4.7), rotate-key (§4.8), request-capability (§4.4) and revoke-capability (Docs).
+import { identifyCaller } from '../auth/caller.ts';
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
 import type { VerifiedHost } from '../auth/host-auth.ts';
 import { grantCovers } from '../domain/constraints.ts';
@@ -231,21 +232,30 @@ export async function requestCapabilities(
   return { snapshot, grants: answer };
 }
 
-export type RevocationActor =
-  | { kind: 'agent'; agentId: string; capabilityClaim: string[] | null }
-  | { kind: 'host'; verified: VerifiedHost; agentId: string };
-
 // Docs/Ref extension POST /agent/revoke-capability: every non-revoked grant for each named
-// capability becomes revoked; idempotent. Callable by the agent itself or by its host, for a usable
-// agent only (an expired agent's grants are reset by reactivation; a revoked one has none left).
+// capability becomes revoked; idempotent. Callable by the agent itself (agent JWT) or by its host
+// (host JWT naming agent_id), for a usable agent only (an expired agent's grants are reset by
+// reactivation; a revoked one has none left).
 export async function revokeCapabilities(
-  deps: ServiceDeps, actor: RevocationActor, names: string[],
+  deps: ServiceDeps, token: string | null, agentIdInBody: string | undefined, names: string[],
 ): Promise<{ snapshot: AgentSnapshot; revoked: GrantRecord[] }> {
-  if (actor.kind === 'host') await ownedAgent(deps, actor.verified, actor.agentId);
-  else assertClaimAllows(actor.capabilityClaim, names);
+  if (!token) throw new ApiError('invalid_jwt', 'an agent or host JWT is required (Authorization: Bearer)');
+  const caller = await identifyCaller(deps, token, {
+    host: { allowUnknown: false, allowPending: false },
+    agent: { audiences: [deps.config.issuer], consumeJti: true },
+  });
+  let agentId: string;
+  if (caller.kind === 'host') {
+    if (!agentIdInBody) throw new ApiError('invalid_request', 'agent_id is required when a host revokes a capability');
+    agentId = (await ownedAgent(deps, caller.host, agentIdInBody)).agent.id;
+  } else {
+    agentId = caller.agent.snapshot.agent.id;
+    if (agentIdInBody && agentIdInBody !== agentId) throw new ApiError('unauthorized', 'an agent may only revoke its own capabilities');
+    assertClaimAllows(caller.agent.capabilityClaim, names);
+  }
   let revoked: GrantRecord[] = [];
   const wanted = new Set(names);
-  const snapshot = await transitionAgent(deps.store, actor.agentId, (current) => {
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => {
     const nowMs = deps.clock.nowMs();
     const refusal = agentRefusal(current.agent, current.sessionExpiresAtMs, nowMs);
     if (refusal) throw refusal;

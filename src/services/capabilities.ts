@@ -1,6 +1,6 @@
 // GET /capability/list and GET /capability/describe (protocol §4.1, §4.2) in three auth modes:
 // anonymous (public capabilities), host JWT (all), agent JWT (all, with grant_status).
-import { decodeJwt } from '../auth/jwt.ts';
+import { identifyCaller } from '../auth/caller.ts';
 import { agentRefusal } from '../domain/lifecycle.ts';
 import type { GrantRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
@@ -12,7 +12,7 @@ export type Viewer =
   | { kind: 'host' }
   | { kind: 'agent'; grants: GrantRecord[] };
 
-/** Identifies the caller from an optional bearer JWT; its `typ` says whether it is a host or an agent. */
+/** Identifies the caller from an optional bearer JWT (auth/caller.ts tells hosts from agents). */
 export async function resolveViewer(deps: ServiceDeps, token: string | null): Promise<Viewer> {
   if (!token) {
     if (deps.config.CAPABILITY_LIST_REQUIRES_AUTH) {
@@ -22,27 +22,18 @@ export async function resolveViewer(deps: ServiceDeps, token: string | null): Pr
     }
     return { kind: 'anonymous' };
   }
-  const typ = peekTyp(token);
-  if (typ === 'host+jwt') {
+  const caller = await identifyCaller(deps, token, {
     // A pending host (anyone can make one) sees no more than an anonymous caller would: DESIGN §9
     // allows it registration and status only.
-    await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
-    return { kind: 'host' };
-  }
-  const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
-  const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, deps.clock.nowMs());
+    host: { allowUnknown: false, allowPending: false },
+    agent: { audiences: [deps.config.issuer], consumeJti: true },
+  });
+  if (caller.kind === 'host') return { kind: 'host' };
+  const { snapshot, capabilityClaim: claim } = caller.agent;
+  const refusal = agentRefusal(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs());
   if (refusal) throw refusal;
   // A token restricted by its capabilities claim reports grants only for those capabilities.
-  const claim = verified.capabilityClaim;
-  return { kind: 'agent', grants: claim ? verified.snapshot.grants.filter((g) => claim.includes(g.capability)) : verified.snapshot.grants };
-}
-
-function peekTyp(token: string): string | undefined {
-  try {
-    return decodeJwt(token, 'host+jwt').header.typ as string;
-  } catch {
-    return 'agent+jwt';
-  }
+  return { kind: 'agent', grants: claim ? snapshot.grants.filter((g) => claim.includes(g.capability)) : snapshot.grants };
 }
 
 const visible = (viewer: Viewer, c: Capability) => viewer.kind !== 'anonymous' || c.public;

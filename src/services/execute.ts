@@ -1,7 +1,6 @@
 // POST /capability/execute, the hot path (DESIGN §2; protocol §9). Every step can only refuse.
 // Cost on a warm key cache: one signature verification, one Redis round trip, one policy decision.
 import { assertIssuer } from '../auth/agent-auth.ts';
-import { jtiTtlMs, verifySignature } from '../auth/jwt.ts';
 import type { CachedAgentKey } from '../auth/key-cache.ts';
 import { unknownOperators } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
@@ -28,11 +27,11 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   // Step 2: typ, claims and time rules need no key and no I/O.
   const pre = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
   // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
-  let key = await verifiedKey(deps, pre.agentId, pre.decoded.token);
+  let key = await deps.agentAuth.verifyWithCachedKey(pre.agentId, pre.decoded.token);
   // Step 4: one round trip confirms the key version, records the jti, extends the session.
-  const timeRules = deps.agentAuth.timeRules();
+  const jtiTtlMs = deps.agentAuth.jtiTtlMs();
   const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
-    agentId: pre.agentId, keyVersion: k.keyVersion, jti: pre.jti, jtiTtlMs: jtiTtlMs(timeRules),
+    agentId: pre.agentId, keyVersion: k.keyVersion, jti: pre.jti, jtiTtlMs,
     capability: request.capability, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
   });
   // Step 6's commands are issued in the same tick, so auto-pipelining sends them with the round
@@ -50,8 +49,8 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     let result: ExecuteRoundTripResult = await roundTrip(key);
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
-      deps.keys.invalidate(pre.agentId);
-      key = await verifiedKey(deps, pre.agentId, pre.decoded.token);
+      deps.agentAuth.forgetKey(pre.agentId);
+      key = await deps.agentAuth.verifyWithCachedKey(pre.agentId, pre.decoded.token);
       result = await roundTrip(key);
     }
     if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
@@ -115,26 +114,6 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     }
     throw err;
   }
-}
-
-/** The cached key when its signature check passes; on a miss or failure, the stored key once. */
-async function verifiedKey(deps: ServiceDeps, agentId: string, token: string): Promise<CachedAgentKey> {
-  const cached = deps.keys.get(agentId);
-  if (cached) {
-    try {
-      await verifySignature(token, cached);
-      return cached;
-    } catch {
-      // The key may have been rotated on another instance before the invalidation arrived.
-      deps.keys.invalidate(agentId);
-    }
-  }
-  const snapshot = await deps.store.getAgent(agentId);
-  if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
-  const fresh = await deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
-  if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
-  await verifySignature(token, fresh);
-  return fresh;
 }
 
 const NO_PLUGIN_CALLS: OperatorEvaluator = () => false;

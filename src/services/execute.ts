@@ -11,11 +11,11 @@ import { CapabilityBackendError } from '../execution/handlers.ts';
 import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
 import { SandboxUnavailableError } from '../operators/sandbox.ts';
 import type { OperatorEvaluator } from '../policy/engine.ts';
+import { decideOrRefuse } from '../policy/fail-closed.ts';
 import type { Violation } from '../policy/types.ts';
 import type { ExecuteRoundTripResult } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
-import { withPolicy } from './grant-decisions.ts';
 
 export interface ExecuteRequest {
   capability: string;
@@ -89,7 +89,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   }
   // Step 8: the policy decides on the constraints; plugin operators were answered in the sandbox.
   const operator = await pluginAnswers(deps, active, args);
-  const decision = withPolicy(deps.logger, 'agentgate/execute', () => deps.policy.decideExecute({
+  const decision = decideOrRefuse(deps.logger, 'agentgate/execute', () => deps.policy.decideExecute({
     now_ms: nowMs,
     agent: { id: agent.id, mode: agent.mode, host_id: agent.hostId },
     capability: capability.name,

@@ -5,27 +5,14 @@ import { narrowConstraints, validateConstraints } from '../domain/constraints.ts
 import { previousStatus } from '../domain/grant-history.ts';
 import type { AgentRecord, Constraints, GrantRecord, GrantStatus, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { Logger } from '../logger.ts';
-import { PolicyError, type GrantsInput, type GrantsOutput } from '../policy/types.ts';
+import { decideOrRefuse } from '../policy/fail-closed.ts';
+import type { GrantsInput, GrantsOutput } from '../policy/types.ts';
 import type { ServiceDeps } from './deps.ts';
 import { newGrantId } from './ids.ts';
 
 export interface RequestedCapability {
   name: string;
   constraints?: Constraints | undefined;
-}
-
-/** Runs a policy decision; a policy failure is a server error, never an authorization. */
-export function withPolicy<T>(logger: Logger, what: string, decide: () => T): T {
-  try {
-    return decide();
-  } catch (err) {
-    if (err instanceof PolicyError) {
-      logger.error('policy decision failed; refusing', { decision: what, err });
-      throw new ApiError('internal_error', 'the authorization policy could not decide; the request was refused');
-    }
-    throw err;
-  }
 }
 
 /** One request per capability name: a repeated name keeps its first occurrence. */
@@ -72,7 +59,7 @@ export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): Gra
       previous_status: previousStatus(args.existing, r.name),
     })),
   };
-  const output: GrantsOutput = withPolicy(deps.logger, 'agentgate/grants', () => deps.policy.decideGrants(input));
+  const output: GrantsOutput = decideOrRefuse(deps.logger, 'agentgate/grants', () => deps.policy.decideGrants(input));
   const byName = new Map(output.decisions.map((d) => [d.capability, d]));
   const refused = args.requests.filter((r) => (byName.get(r.name)?.decision ?? 'deny') === 'deny');
   if (refused.length > 0) {

@@ -11,6 +11,7 @@ import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../
 import { ApiError } from '../errors.ts';
 import { newApproval, withoutGrants } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
+import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { transitionAgent } from './transitions.ts';
 
@@ -52,7 +53,7 @@ export async function reactivateAgent(deps: ServiceDeps, token: string | null, a
     return reactivationChange(deps, host, snapshot, nowMs);
   });
   if (absoluteElapsed) {
-    await invalidate(deps, agentId);
+    await forgetCachedKeyEverywhere(deps, agentId);
     throw statusRefusal({ status: 'revoked', because: 'absolute_lifetime' })!;
   }
   return result;
@@ -105,11 +106,6 @@ export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnaps
   }
 }
 
-async function invalidate(deps: ServiceDeps, agentId: string): Promise<void> {
-  deps.keys.invalidate(agentId);
-  await deps.store.publishAgentInvalidation(agentId);
-}
-
 // Protocol §4.7: permanent; idempotent for an agent that is already revoked.
 export async function revokeAgent(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
@@ -118,7 +114,7 @@ export async function revokeAgent(deps: ServiceDeps, token: string | null, agent
     assertOwner(verified, snapshot);
     return snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, deps.clock.nowMs());
   });
-  await invalidate(deps, agentId);
+  await forgetCachedKeyEverywhere(deps, agentId);
   await releasePendingSlot(deps, result);
   deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
   return result;
@@ -159,7 +155,7 @@ export async function rotateAgentKey(deps: ServiceDeps, token: string | null, ag
   // The replaced key is free for a new registration again. A crash before this line leaves its
   // index naming this agent, which only makes that key answer agent_exists: safe.
   if (replaced !== null) await deps.store.releaseAgentKey(hostId, agentId, replaced);
-  await invalidate(deps, agentId);
+  await forgetCachedKeyEverywhere(deps, agentId);
   return result;
 }
 

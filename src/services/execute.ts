@@ -16,6 +16,7 @@ import type { Violation } from '../policy/types.ts';
 import type { ExecuteRoundTripResult } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
+import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 
 export interface ExecuteRequest {
   capability: string;
@@ -185,7 +186,6 @@ function persistAbsoluteRevocation(deps: ServiceDeps, agent: AgentRecord): void 
     if (!snapshot || snapshot.agent.status === 'revoked') return;
     if (effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs()).because !== 'absolute_lifetime') return;
     await deps.store.casAgent(agent.id, snapshot.agent.version, revokeChange(snapshot, deps.clock.nowMs()));
-    deps.keys.invalidate(agent.id);
-    await deps.store.publishAgentInvalidation(agent.id);
+    await forgetCachedKeyEverywhere(deps, agent.id);
   })().catch((err: unknown) => deps.logger.warn('could not persist absolute-lifetime revocation', { agentId: agent.id, err }));
 }

@@ -6,6 +6,7 @@ import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
+import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { transitionAgent } from './transitions.ts';
 
 /** Applies `decide` to every agent of a host, one atomic transition each; returns how many changed. */
@@ -28,8 +29,7 @@ export async function cascadeToAgents(
     }
     if (touched) {
       changed++;
-      deps.keys.invalidate(agentId);
-      await deps.store.publishAgentInvalidation(agentId);
+      await forgetCachedKeyEverywhere(deps, agentId);
     }
   }
   return changed;

@@ -4,10 +4,11 @@
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
 import { validateConstraints } from '../domain/constraints.ts';
 import { activationClocks, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
-import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
+import type { AgentSnapshot, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { AgentChange } from '../store/store.ts';
 import { releasePendingSlot } from './agents.ts';
+import type { ServiceDeps } from './deps.ts';
 import { activateHost, linkHost } from './hosts.ts';
 import { newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
@@ -64,7 +65,7 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
   if (!host) throw new ApiError('host_not_found', "the agent's host does not exist");
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   const nowMs = deps.clock.nowMs();
-  const snapshot = await transitionAgent(deps.store, agentId, (current) => decideApproval(deps, current, decision, nowMs, 'approve'));
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => approvalChange(deps, current, decision, nowMs));
   await releasePendingSlot(deps, snapshot);
   if (host.status === 'pending' || (snapshot.agent.mode === 'delegated' && host.userId === undefined)) {
     if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, decision.userId);
@@ -76,7 +77,7 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
 /** Denies what the agent's open approval waits on: a pending agent becomes rejected, its grants denied. */
 export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Omit<ApprovalDecision, 'capabilities'>) {
   const nowMs = deps.clock.nowMs();
-  const snapshot = await transitionAgent(deps.store, agentId, (current) => decideApproval(deps, current, { ...decision, capabilities: [] }, nowMs, 'deny'));
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => denialChange(current, decision, nowMs));
   await releasePendingSlot(deps, snapshot);
   return snapshot;
 }
@@ -84,9 +85,13 @@ export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Om
 /** User codes compare case-insensitively, with or without separators (RFC 8628 §6.1). */
 const normalizeCode = (code: string) => code.replace(/[^A-Za-z0-9]/g, '').toUpperCase();
 
-function decideApproval(deps: ServiceDeps, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number, verdict: 'approve' | 'deny') {
+/**
+ * The grants an approval decision applies to: exactly those of the agent's open approval, which
+ * must still be open and, when the approver names a code, be the one that code shows. Decided on
+ * the state the change is written over, so a host revoked meanwhile cannot be approved into.
+ */
+function decidedGrants(current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): GrantRecord[] {
   const { agent, grants } = current;
-  // Decided on the state this change is written over: a host revoked meanwhile cannot be approved into.
   if (agent.hostStatus === 'revoked' || agent.hostStatus === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   if (agent.status !== 'pending' && agent.status !== 'active') throw statusRefusal({ status: agent.status })!;
   const approval = agent.approval;
@@ -96,23 +101,27 @@ function decideApproval(deps: ServiceDeps, current: AgentSnapshot, decision: App
   }
   if (approval.expiresAtMs <= nowMs) throw new ApiError('invalid_request', 'the approval has expired; the agent must ask again');
   const decides = new Set(approval.grantIds);
-  const pending = grants.filter((g) => g.status === 'pending' && decides.has(g.id));
+  return grants.filter((g) => g.status === 'pending' && decides.has(g.id));
+}
+
+const denied = (g: GrantRecord, userId: string, nowMs: number): GrantRecord => ({ ...g, status: 'denied', deniedBy: userId, updatedAtMs: nowMs });
+
+/** Approval: the chosen capabilities' grants become active (the rest denied) and a pending agent active. */
+function approvalChange(deps: ServiceDeps, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
+  const pending = decidedGrants(current, decision, nowMs);
   const chosen = new Set(decision.capabilities ?? pending.map((g) => g.capability));
-  const approve = verdict === 'approve';
   // An operator may have been removed (or its schema tightened) since the grant was requested.
-  if (approve) validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => ({ capability: g.capability, constraints: g.constraints })), deps.operators);
-  const decided = pending.map((g) =>
-    approve && chosen.has(g.capability)
-      ? { ...g, status: 'active' as const, grantedBy: decision.userId, updatedAtMs: nowMs }
-      : { ...g, status: 'denied' as const, deniedBy: decision.userId, updatedAtMs: nowMs },
+  validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => ({ capability: g.capability, constraints: g.constraints })), deps.operators);
+  const decided = pending.map((g): GrantRecord =>
+    chosen.has(g.capability) ? { ...g, status: 'active', grantedBy: decision.userId, updatedAtMs: nowMs } : denied(g, decision.userId, nowMs),
   );
+  const { agent } = current;
   if (agent.status === 'active') return { upsertGrants: decided, set: { approval: null, updatedAtMs: nowMs } };
-  if (!approve) return { upsertGrants: decided, set: { status: 'rejected' as const, approval: null, updatedAtMs: nowMs } };
   const clocks = activationClocks(nowMs, lifetimeSettings(deps.config));
   return {
     upsertGrants: decided,
     set: {
-      status: 'active' as const,
+      status: 'active',
       approval: null,
       activatedAtMs: clocks.activatedAtMs,
       maxLifetimeExpiresAtMs: clocks.maxLifetimeExpiresAtMs,
@@ -121,6 +130,13 @@ function decideApproval(deps: ServiceDeps, current: AgentSnapshot, decision: App
     },
     sessionExpiresAtMs: clocks.sessionExpiresAtMs,
   };
+}
+
+/** Denial: the approval's grants become denied, and a pending agent rejected (final). */
+function denialChange(current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
+  const decided = decidedGrants(current, decision, nowMs).map((g) => denied(g, decision.userId, nowMs));
+  if (current.agent.status === 'active') return { upsertGrants: decided, set: { approval: null, updatedAtMs: nowMs } };
+  return { upsertGrants: decided, set: { status: 'rejected', approval: null, updatedAtMs: nowMs } };
 }
 
 /** Ends the agent's session now, as if its session TTL had elapsed. */

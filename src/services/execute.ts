@@ -26,23 +26,23 @@ export interface ExecuteRequest {
 export async function executeCapability(deps: ServiceDeps, token: string | null, request: ExecuteRequest): Promise<unknown> {
   const { config, clock, store } = deps;
   // Step 2: typ, claims and time rules need no key and no I/O.
-  const pre = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
+  const unverified = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
   // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
-  let key = await deps.agentAuth.verifyWithCachedKey(pre.agentId, pre.decoded.token);
+  let key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded.token);
   // Step 4: one round trip confirms the key version, records the jti, extends the session.
   const jtiTtlMs = deps.agentAuth.jtiTtlMs();
   const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
-    agentId: pre.agentId, keyVersion: k.keyVersion, jti: pre.jti, jtiTtlMs,
+    agentId: unverified.agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
     capability: request.capability, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
   });
   // Step 6's commands are issued in the same tick, so auto-pipelining sends them with the round
   // trip's script (DESIGN §2 step 6); their verdict is read after the lifecycle checks, in
   // DESIGN's order. A capability with a budget of its own spends it in the same pipeline (its name
   // is in the body), unless the token may not call it at all.
-  const claimAllows = pre.capabilityClaim === null || pre.capabilityClaim.includes(request.capability);
-  const capabilityPointSpent = claimAllows ? deps.limits.consumeCapability(request.capability, pre.agentId) : Promise.resolve(false);
-  const limited = Promise.all([deps.limits.consume('agent', pre.agentId), deps.limits.consume('host', key.hostId), capabilityPointSpent]);
-  limited.catch(() => {});
+  const claimAllows = unverified.capabilityClaim === null || unverified.capabilityClaim.includes(request.capability);
+  const capabilityPointSpent = claimAllows ? deps.limits.consumeCapability(request.capability, unverified.agentId) : Promise.resolve(false);
+  const budgetsVerdict = Promise.all([deps.limits.consume('agent', unverified.agentId), deps.limits.consume('host', key.hostId), capabilityPointSpent]);
+  budgetsVerdict.catch(() => {});
   let agent: AgentRecord;
   let grants: GrantRecord[];
   let nowMs: number;
@@ -50,15 +50,15 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     let result: ExecuteRoundTripResult = await roundTrip(key);
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
-      deps.agentAuth.forgetKey(pre.agentId);
-      key = await deps.agentAuth.verifyWithCachedKey(pre.agentId, pre.decoded.token);
+      deps.agentAuth.forgetKey(unverified.agentId);
+      key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded.token);
       result = await roundTrip(key);
     }
     if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     if (result.kind === 'stale_key') throw new ApiError('invalid_jwt', 'the agent key was rotated');
     if (result.kind === 'replay') throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
     ({ agent, grants } = result);
-    assertIssuer(pre.decoded.claims, agent.hostThumbprint);
+    assertIssuer(unverified.decoded.claims, agent.hostThumbprint);
     // Step 5: lifecycle.
     nowMs = clock.nowMs();
     const refusal = agentRefusal(agent, result.sessionExpiresAtMs, nowMs);
@@ -70,11 +70,11 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     // Refused before the call could reach the capability (a replay, say): its own budget, often
     // small and long, gets the point back, so a captured token cannot drain it. The agent's and
     // host's per-minute budgets keep theirs, as for any other refused request.
-    if (await capabilityPointSpent.catch(() => false)) await deps.limits.refundCapability(request.capability, pre.agentId);
+    if (await capabilityPointSpent.catch(() => false)) await deps.limits.refundCapability(request.capability, unverified.agentId);
     throw err;
   }
   // Step 6: the budgets' verdict.
-  await limited;
+  await budgetsVerdict;
 
   // Step 7: the JWT's capabilities claim, the catalog, then the grant.
   if (!claimAllows) {

@@ -1,23 +1,19 @@
-// How records look on the wire (protocol §4, §8.3): snake_case fields, ISO 8601 times.
+// How records look on the wire (protocol §4, §8.3): snake_case fields, ISO 8601 times, and optional
+// fields absent (definedOnly) rather than null.
 import type { Config } from '../config.ts';
+import { definedOnly } from '../defined-only.ts';
 import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import type { Catalog } from '../execution/catalog.ts';
 
 const iso = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : new Date(ms).toISOString());
 
-/** Drops undefined members so optional fields are absent rather than null. */
-function compact<T extends Record<string, unknown>>(value: T): T {
-  for (const key of Object.keys(value)) if (value[key] === undefined) delete value[key];
-  return value;
-}
-
 /** Protocol §8.3: active grants carry their constraints and the capability's schemas. */
 export function grantView(grant: GrantRecord, catalog: Catalog) {
   const base = { id: grant.id, capability: grant.capability, status: grant.status };
   if (grant.status === 'active') {
     const capability = catalog.get(grant.capability);
-    return compact({
+    return definedOnly({
       ...base,
       constraints: grant.constraints,
       granted_by: grant.grantedBy,
@@ -28,8 +24,8 @@ export function grantView(grant: GrantRecord, catalog: Catalog) {
       output: capability?.output,
     });
   }
-  if (grant.status === 'pending') return compact({ ...base, constraints: grant.constraints, reason: grant.reason });
-  return compact({ ...base, reason: grant.reason, denied_by: grant.deniedBy });
+  if (grant.status === 'pending') return definedOnly({ ...base, constraints: grant.constraints, reason: grant.reason });
+  return definedOnly({ ...base, reason: grant.reason, denied_by: grant.deniedBy });
 }
 
 /** Protocol §10: the device-authorization approval object. */
@@ -55,7 +51,7 @@ export interface ViewContext {
 export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: GrantRecord[] = snapshot.grants) {
   const { agent, sessionExpiresAtMs } = snapshot;
   const status = effectiveStatus(agent, sessionExpiresAtMs, ctx.nowMs).status;
-  return compact({
+  return definedOnly({
     agent_id: agent.id,
     host_id: agent.hostId,
     name: agent.name,
@@ -72,7 +68,7 @@ export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: Gra
 }
 
 export function hostView(host: HostRecord) {
-  return compact({
+  return definedOnly({
     host_id: host.id,
     name: host.name,
     status: host.status,

@@ -1,4 +1,5 @@
-// Argument checks shared by both stores, so the memory store refuses exactly what Redis refuses.
+// Argument checks and read rules shared by both stores, so the memory store refuses and answers
+// exactly what Redis does.
 import type { GrantRecord } from '../domain/types.ts';
 
 const MAX_TAG_LENGTH = 256;
@@ -53,4 +54,9 @@ export function checkRoundTripNumbers(request: { keyVersion: number; nowMs: numb
   assertVersion('keyVersion', request.keyVersion);
   assertFiniteMs('nowMs', request.nowMs);
   assertFiniteMs('sessionTtlMs', request.sessionTtlMs);
+}
+
+/** The order both stores return grants in (Redis returns them in hash order), so every read of one state is identical. */
+export function byId(a: { id: string }, b: { id: string }): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }

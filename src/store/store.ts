@@ -8,28 +8,10 @@ import type {
   HostRecord,
   HostStatus,
 } from '../domain/types.ts';
+import type { AgentPatch, HostPatch } from './records.ts';
 
-/** Fields of an agent that a transition may set (identity fields never change). */
-export type AgentPatch = Partial<
-  Pick<
-    AgentRecord,
-    | 'status'
-    | 'publicJwk'
-    | 'keyThumbprint'
-    | 'keyVersion'
-    | 'hostStatus'
-    | 'hostThumbprint'
-    | 'userId'
-    | 'activatedAtMs'
-    | 'lastUsedAtMs'
-    | 'absoluteExpiresAtMs'
-    | 'maxLifetimeExpiresAtMs'
-    | 'updatedAtMs'
-  >
-> & {
-  /** `null` removes the pending approval. */
-  approval?: AgentRecord['approval'] | null;
-};
+// The patch types are derived from the record tables in records.ts (one list of each record's fields).
+export type { AgentPatch, HostPatch } from './records.ts';
 
 export interface AgentChange {
   set?: AgentPatch;
@@ -109,7 +91,7 @@ export interface Store {
    */
   updateHost(
     hostId: string,
-    patch: Partial<Pick<HostRecord, 'name' | 'status' | 'userId' | 'defaultCapabilities' | 'activatedAtMs' | 'updatedAtMs'>>,
+    patch: HostPatch,
     fromStatuses?: readonly HostStatus[],
   ): Promise<HostUpdate>;
   /**

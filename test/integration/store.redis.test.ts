@@ -7,28 +7,19 @@ import { Redis } from 'ioredis';
 import type { AgentSnapshot } from '../../src/domain/types.ts';
 import { keyLayout } from '../../src/store/redis/keys.ts';
 import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
-import type { Store } from '../../src/store/store.ts';
-import { deletePrefix, freePort, redisUrlForTests, sleep, startThrowawayRedis, uniquePrefix, type ThrowawayRedis } from '../support/redis.ts';
+import {
+  deletePrefix,
+  freePort,
+  redisStoresUnderTest,
+  redisUrlForTests,
+  sleep,
+  startThrowawayRedis,
+  uniquePrefix,
+  type ThrowawayRedis,
+} from '../support/redis.ts';
 import { storeContract } from './store.contract.ts';
 
-storeContract('redis', async () => {
-  const url = await redisUrlForTests();
-  const keyPrefix = uniquePrefix('store-contract');
-  const stores: Store[] = [];
-  const open = async (): Promise<Store> => {
-    const store = await createRedisStore({ url, keyPrefix });
-    stores.push(store);
-    return store;
-  };
-  return {
-    store: await open(),
-    peer: open,
-    cleanup: async () => {
-      await Promise.all(stores.map((store) => store.close()));
-      await deletePrefix(url, keyPrefix);
-    },
-  };
-});
+storeContract('redis', async () => redisStoresUnderTest({ url: await redisUrlForTests() }, 'store-contract'));
 
 // ---- helpers -------------------------------------------------------------------------------------
 

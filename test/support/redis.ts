@@ -9,6 +9,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import type { ClusterNodeAddress } from '../../src/store/redis/connection.ts';
+import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
 
 const LOCAL_URL = 'redis://127.0.0.1:6379';
 const HOW_TO_GET_REDIS =
@@ -94,6 +96,38 @@ async function unlinkEach(client: Redis, keys: string[]): Promise<number> {
 
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, (char) => `\\${char}`);
+}
+
+// ---- stores under test ---------------------------------------------------------------------------
+
+/** Where a store under test connects: one Redis, or the nodes of a Redis Cluster. */
+export type RedisTarget = { url: string } | { clusterNodes: ClusterNodeAddress[] };
+
+/**
+ * The Redis stores one contract test uses: a store on a fresh key prefix, `peer` to open more on the
+ * same prefix (the same state, other connections), and `cleanup`, which closes every one of them and
+ * deletes the prefix (on each master of a cluster, since each holds its own slots' keys).
+ */
+export async function redisStoresUnderTest(
+  target: RedisTarget,
+  label: string,
+): Promise<{ store: RedisStore; peer: () => Promise<RedisStore>; cleanup: () => Promise<void> }> {
+  const keyPrefix = uniquePrefix(label);
+  const stores: RedisStore[] = [];
+  const open = async (): Promise<RedisStore> => {
+    const store = await createRedisStore({ ...target, keyPrefix });
+    stores.push(store);
+    return store;
+  };
+  const urls = 'url' in target ? [target.url] : target.clusterNodes.map((node) => `redis://${node.host}:${node.port}`);
+  return {
+    store: await open(),
+    peer: open,
+    cleanup: async () => {
+      await Promise.all(stores.map((store) => store.close()));
+      await Promise.all(urls.map((url) => deletePrefix(url, keyPrefix)));
+    },
+  };
 }
 
 // ---- throwaway servers ---------------------------------------------------------------------------

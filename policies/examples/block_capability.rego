@@ -1,14 +1,15 @@
 # Example (a): block a capability for everyone, or only for one host.
 #
-# To adopt it in agentgate.rego:
-#   1. Copy the rules of the "copy" section below.
-#   2. In `verdict`, right after the "unknown capability" branch, add the branch
+# To adopt it in agentgate.rego (policies/README.md, "Adopting an example"):
+#   1. Copy the rules of the "Copy into agentgate.rego" section below to the end of agentgate.rego.
+#   2. In `verdict`, right after the branch with the reason "unknown capability", add the branch
 #          } else := {"decision": "deny", "reason": reason} if {
 #              reason := block_reason(r.capability, input.host.id)
 #   3. A grant made before the change still executes. To stop those at once, rename the current
-#      `execute` to `constraint_decision` and copy `execute` from the "adopted" section, with
-#      `constraint_decision` in place of `policy.execute`.
-#   4. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+#      `execute` to `execute_before_block` and copy `execute` from the "adopted" section below,
+#      with `execute_before_block` in place of `policy.execute`.
+#   4. Copy the tests of block_capability_test.rego into agentgate_test.rego, with `policy.` in
+#      place of `ex.`, then run `npm run policy:build`.
 # A denied request makes register and request-capability answer 400 invalid_capabilities; the
 # execute refusal is 403 capability_not_granted with the reason. For "everyone" alone, adding the
 # name to blocked_capabilities in data.json is enough; this rule form also covers single hosts.
@@ -20,11 +21,11 @@ import data.agentgate as policy
 
 # ---- Copy into agentgate.rego ------------------------------------------------------------------
 
-# Never granted to any agent.
-blocked_everywhere := {"purge_all_data"}
+# Never granted to any agent (here, a report slated for removal).
+blocked_everywhere := {"legacy_report"}
 
 # Host id (input.host.id at grant time, input.agent.host_id at execute) -> what it may never get.
-blocked_for_host := {"hst_untrusted": {"transfer_money"}}
+blocked_for_host := {"hst_untrusted": {"export_customer_data"}}
 
 block_reason(capability, host_id) := "blocked for every host" if {
 	capability in blocked_everywhere

@@ -4,11 +4,12 @@
 # only ever narrow: a proposal of {"amount": {"max": 10000}} becomes a grant of max 500, and a
 # proposal of max 100 stays 100.
 #
-# To adopt it in agentgate.rego:
-#   1. Copy the rules of the "copy" section below.
-#   2. Delete the current `imposed` (the copied one replaces it; it still reads
-#      data.agentgate.imposed_constraints).
-#   3. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+# To adopt it in agentgate.rego (policies/README.md, "Adopting an example"):
+#   1. Delete the current `imposed` from agentgate.rego (the one copied next replaces it, and still
+#      reads data.agentgate.imposed_constraints).
+#   2. Copy the rules of the "Copy into agentgate.rego" section below to the end of agentgate.rego.
+#   3. Copy the tests of narrow_constraints_test.rego into agentgate_test.rego, with `policy.` in
+#      place of `ex.`, then run `npm run policy:build`.
 # A constraint that depends only on the capability needs no Rego at all: put it in data.json's
 # imposed_constraints. Imposed constraints apply to new grants and approvals; grants made before the
 # change keep the constraints they were made with.

@@ -4,8 +4,13 @@ import rego.v1
 
 import data.agentgate.examples.narrow_constraints as ex
 
+# Every helper and test here starts with narrow_ (or test_narrow_), so they stay unique when
+# copied into agentgate_test.rego next to its own tests and another example's. The capabilities are
+# ones no other example touches at grant time, so adopting another example does not change these
+# answers.
+
 # A grants input exactly as agentgate sends it (src/policy/types.ts); the agent proposes max 10000.
-grants_input(mode, capability) := {
+narrow_grants_input(mode, capability) := {
 	"now_ms": 1767225600000,
 	"action": "request_capability",
 	"host": {"id": "hst_1", "status": "active", "linked": true, "default_capabilities": ["transfer_money"]},
@@ -13,20 +18,20 @@ grants_input(mode, capability) := {
 	"requests": [{"capability": capability, "exists": true, "constraints": {"amount": {"max": 10000}}, "previous_status": null}],
 }
 
-test_delegated_transfers_are_capped if {
-	out := ex.grants with input as grants_input("delegated", "transfer_money")
+test_narrow_delegated_transfers_are_capped if {
+	out := ex.grants with input as narrow_grants_input("delegated", "transfer_money")
 	out == {"decisions": [{"capability": "transfer_money", "decision": "grant", "constraints": {"amount": {"max": 500}}}]}
 }
 
-test_autonomous_agents_and_other_capabilities_are_untouched if {
-	autonomous := ex.grants with input as grants_input("autonomous", "transfer_money")
+test_narrow_leaves_autonomous_agents_and_other_capabilities_alone if {
+	autonomous := ex.grants with input as narrow_grants_input("autonomous", "transfer_money")
 	autonomous == {"decisions": [{"capability": "transfer_money", "decision": "grant"}]}
-	other := ex.grants with input as grants_input("delegated", "read_file")
+	other := ex.grants with input as narrow_grants_input("delegated", "read_file")
 	other == {"decisions": [{"capability": "read_file", "decision": "approval", "reason": "user approval required"}]}
 }
 
-test_data_json_constraints_still_apply_and_merge if {
-	out := ex.grants with input as grants_input("delegated", "transfer_money")
+test_narrow_data_json_constraints_still_apply_and_merge if {
+	out := ex.grants with input as narrow_grants_input("delegated", "transfer_money")
 		with data.agentgate.imposed_constraints as {"transfer_money": {"currency": {"in": ["EUR", "USD"]}, "amount": {"min": 1}}}
 	out.decisions == [{
 		"capability": "transfer_money",
@@ -35,8 +40,8 @@ test_data_json_constraints_still_apply_and_merge if {
 	}]
 }
 
-test_a_deny_carries_no_constraints if {
-	out := ex.grants with input as grants_input("delegated", "transfer_money")
+test_narrow_a_deny_carries_no_constraints if {
+	out := ex.grants with input as narrow_grants_input("delegated", "transfer_money")
 		with data.agentgate.blocked_capabilities as ["transfer_money"]
 	out == {"decisions": [{"capability": "transfer_money", "decision": "deny", "reason": "blocked by policy"}]}
 }

@@ -4,13 +4,13 @@
 # execute decision refuses with a reason and no violations, which agentgate answers with
 # 403 capability_not_granted and that reason; inside it, the constraints decide as before.
 #
-# To adopt it in agentgate.rego:
-#   1. Copy the rules of the "copy" section below.
-#   2. Rename the current `execute` to `constraint_decision` and add
-#          execute := window_refusal if {
-#              outside_window
-#          } else := constraint_decision
-#   3. Copy the tests into agentgate_test.rego, then `npm run policy:build` (see policies/README.md).
+# To adopt it in agentgate.rego (policies/README.md, "Adopting an example"):
+#   1. Copy the rules of the "Copy into agentgate.rego" section below to the end of agentgate.rego.
+#   2. Rename the current `execute` to `execute_before_window` and copy `execute` from the
+#      "adopted" section below, with `execute_before_window` in place of `policy.execute`.
+#   3. Copy the tests of time_window_test.rego into agentgate_test.rego, with `policy.` in place
+#      of `ex.`, then run `npm run policy:build`. golden.json's executes are not of a windowed
+#      capability; a golden decision that is must run inside the window, or expect the refusal.
 package agentgate.examples.time_window
 
 import rego.v1

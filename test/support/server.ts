@@ -14,6 +14,7 @@ import { PolicyReloader } from '../../src/policy/reloader.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import type { Store } from '../../src/store/store.ts';
+import { SERVICE_POLICY } from './policies.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from './redis.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -58,6 +59,10 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     RATE_LIMIT_IP_PER_MINUTE: '100000',
     RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: '100000',
     RATE_LIMIT_REGISTRATIONS_PER_HOUR: '100000',
+    // The service's tests run against a committed copy of the default policy, never the shipped
+    // artefact, so a security team's change to policies/ cannot break them (test/support/policies.ts).
+    POLICY_WASM_PATH: SERVICE_POLICY.wasmPath,
+    POLICY_GOLDEN_PATH: SERVICE_POLICY.goldenPath,
     ...options.env,
   });
   const clock = new ManualClock(Date.now());

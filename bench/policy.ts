@@ -15,8 +15,10 @@ import type { ExecuteInput, ExecuteOutput } from '../src/policy/types.ts';
 
 const TIMED = Number(process.env.BENCH_POLICY_TIMED ?? 100_000);
 const WARMUP = Math.max(1000, Math.round(TIMED / 5));
-const wasmPath = new URL('../policies/dist/policy.wasm', import.meta.url).pathname;
-const goldenPath = new URL('../policies/golden.json', import.meta.url).pathname;
+// The shipped policy by default; the smoke test points these at the test fixture, so a security
+// team's policy change (a time window, say) cannot make the benchmark's expected decisions fail.
+const wasmPath = process.env.POLICY_WASM_PATH ?? new URL('../policies/dist/policy.wasm', import.meta.url).pathname;
+const goldenPath = process.env.POLICY_GOLDEN_PATH ?? new URL('../policies/golden.json', import.meta.url).pathname;
 
 const input = (args: Record<string, unknown>, constraints: Record<string, unknown> | null): ExecuteInput => ({
   now_ms: 1_767_225_600_000,

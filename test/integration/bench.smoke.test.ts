@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SERVICE_POLICY } from '../support/policies.ts';
 
 const NODE = process.execPath;
 // The smoke run's JSON results go to a temporary directory, never over a developer's own.
@@ -18,7 +19,10 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
  */
 function runBench(script: string, env: Record<string, string>, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(NODE, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    // The service fixture policy, not the shipped one: a security team's policy change (a time
+    // window, say) must not make the benchmarks' expected decisions fail `npm test`.
+    const policy = { POLICY_WASM_PATH: SERVICE_POLICY.wasmPath, POLICY_GOLDEN_PATH: SERVICE_POLICY.goldenPath };
+    const child = spawn(NODE, [script], { env: { ...process.env, ...policy, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

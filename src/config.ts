@@ -95,6 +95,13 @@ const schema = z
     HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
     /** Open connections one client address may hold (0: no limit; raise it behind a proxy). */
     HTTP_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(0).max(1_000_000).default(512),
+    /**
+     * Largest request line plus headers Node's parser accepts (Node's own default, made explicit);
+     * more is answered 431. Each connection may buffer this much, so the cap stays modest.
+     */
+    HTTP_MAX_HEADER_BYTES: z.coerce.number().int().min(1024).max(65_536).default(16_384),
+    /** Time in-flight requests get to finish after SIGTERM or SIGINT; then the process exits with status 1. */
+    SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
 
     /** Server processes sharing the port (Node cluster). More than 1 needs REDIS_URL. */
     WORKERS: z.coerce.number().int().min(1).max(64).default(1),

@@ -40,6 +40,12 @@ export const ERROR_STATUS = {
   not_found: 404,
   /** A reload (policy artefact or operator plugins) failed its checks; the previous set keeps serving. */
   reload_rejected: 422,
+  /** The request line and headers exceed HTTP_MAX_HEADER_BYTES (answered by src/http/server.ts, as Node would: 431). */
+  request_header_fields_too_large: 431,
+  /** The request was not received within HTTP_HEADERS_TIMEOUT_MS or HTTP_REQUEST_TIMEOUT_MS (as Node would: 408). */
+  request_timeout: 408,
+  /** A chunked body's chunk extensions exceed Node's 16 KiB (as Node would: 413; an oversized body is invalid_request). */
+  chunk_extensions_too_large: 413,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

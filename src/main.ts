@@ -5,7 +5,7 @@ import { buildApp } from './app.ts';
 import { systemClock } from './clock.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { loadCatalog } from './execution/catalog.ts';
-import { createHttpServer } from './http/server.ts';
+import { createHttpServer, drain } from './http/server.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { startOperators } from './operators/setup.ts';
 import { installProcessGuards } from './process-guards.ts';
@@ -20,7 +20,8 @@ import type { Store } from './store/store.ts';
 async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger): Promise<{ store: Store; redisClient?: unknown }> {
   if (!config.REDIS_URL) {
     logger.warn('no REDIS_URL: using the in-memory store; nothing survives a restart and instances share nothing');
-    return { store: new MemoryStore() };
+    // A failing invalidation listener is reported, as the Redis store reports its own.
+    return { store: new MemoryStore({ onListenerError: (err) => logger.warn('a key-cache invalidation listener failed', { error: err.message }) }) };
   }
   const store = await createRedisStore({
     url: config.REDIS_URL,
@@ -49,9 +50,13 @@ async function main(): Promise<void> {
     superviseWorkers(config.WORKERS, logger);
     return;
   }
-  // Until the server listens, a fatal error simply ends the process; afterwards it drains first.
+  // Until the server listens, a fatal error or a stop signal simply ends the process; afterwards it
+  // drains first. `npm start` execs node (package.json), so the signals npm forwards arrive here. A
+  // repeated signal changes nothing: under npm one Ctrl-C arrives twice, from the terminal to the
+  // whole process group and forwarded by npm.
   let stop = (_reason: string, exitCode: number): void => process.exit(exitCode);
   installProcessGuards(logger, () => stop('uncaughtException', 1));
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stop(signal, 0));
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient } = await openStore(config, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
@@ -86,29 +91,33 @@ async function main(): Promise<void> {
 
   // Header, request and keep-alive timeouts and the connection caps come from config (audit finding 9).
   const server: Server = createHttpServer(config, app);
+  // A port in use (EADDRINUSE) or not ours to bind (EACCES) ends the process at once: exiting is
+  // what makes the failure visible, and the Redis connection and plugin workers die with it.
   server.on('error', (err: NodeJS.ErrnoException) => {
     logger.error('cannot listen; exiting', { host: config.HOST, port: config.PORT, code: err.code, error: err.message });
     process.exit(1);
   });
   server.listen(config.PORT, config.HOST, () => {
-    logger.info('agentgate listening', { host: config.HOST, port: config.PORT, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });
+    logger.info('agentgate listening', { host: config.HOST, port: config.PORT, pid: process.pid, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });
   });
 
   let stopping = false;
-  const shutdown = (reason: string, exitCode: number) => {
+  stop = (reason: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
-    logger.info('shutting down', { reason });
-    const force = setTimeout(() => process.exit(exitCode === 0 ? 1 : exitCode), 10_000);
+    logger.info('shutting down', { reason, timeoutMs: config.SHUTDOWN_TIMEOUT_MS });
+    const force = setTimeout(() => {
+      logger.error('requests still open at the shutdown timeout; exiting', { timeoutMs: config.SHUTDOWN_TIMEOUT_MS });
+      process.exit(exitCode === 0 ? 1 : exitCode);
+    }, config.SHUTDOWN_TIMEOUT_MS);
     force.unref();
-    server.close(() => {
-      Promise.allSettled([store.close(), plugins.close()]).finally(() => process.exit(exitCode));
-    });
-    server.closeIdleConnections();
+    drain(server)
+      .then(() => Promise.allSettled([store.close(), plugins.close()]))
+      .finally(() => {
+        logger.info('stopped', { reason, exitCode });
+        process.exit(exitCode);
+      });
   };
-  stop = shutdown;
-  process.on('SIGTERM', () => shutdown('SIGTERM', 0));
-  process.on('SIGINT', () => shutdown('SIGINT', 0));
 }
 
 /**
@@ -118,10 +127,21 @@ async function main(): Promise<void> {
  */
 function superviseWorkers(count: number, logger: Logger): void {
   let stopping = false;
+  let exitCode = 0;
+  // Workers that reached listening. A worker that exits before it listens failed at start-up (a busy
+  // port, say) and its replacement would fail the same way, so the primary stops them all and exits
+  // with status 1 rather than restart workers forever while serving nothing.
+  const listened = new Set<number>();
   for (let i = 0; i < count; i++) cluster.fork();
+  cluster.on('listening', (worker) => listened.add(worker.id));
   cluster.on('exit', (worker, code, signal) => {
+    if (!stopping && !listened.has(worker.id)) {
+      logger.error('a worker failed to start; stopping', { pid: worker.process.pid, code, signal });
+      exitCode = 1;
+      relay('SIGTERM');
+    }
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(exitCode);
       return;
     }
     logger.error('worker exited; starting another', { pid: worker.process.pid, code, signal });

@@ -5,7 +5,7 @@
 //   including one in a plugin, stop every agent.
 // - An uncaught exception unwound a stack mid-way: whatever it was doing may be half done, so the
 //   process's state can no longer be trusted. It is logged, the server stops accepting connections,
-//   in-flight requests get up to 10 s to finish, and the process exits with status 1 for its
+//   in-flight requests get up to SHUTDOWN_TIMEOUT_MS to finish, and the process exits with status 1 for its
 //   supervisor (systemd, Kubernetes, compose's restart policy) to start a fresh one.
 import { LogThrottle, type Logger } from './logger.ts';
 import { describeThrown } from './operators/outcome.ts';

@@ -3,9 +3,11 @@
 // and parser memory for as long as the server lets it; enough of them made /healthz unreachable.
 // So every way a connection can stay open is bounded here: headers, whole request, idle keep-alive,
 // requests per connection, connections in all, and connections from one client address.
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Config } from '../config.ts';
+import { ApiError } from '../errors.ts';
 
 export type HttpServerConfig = Pick<
   Config,
@@ -15,6 +17,7 @@ export type HttpServerConfig = Pick<
   | 'HTTP_MAX_REQUESTS_PER_SOCKET'
   | 'HTTP_MAX_CONNECTIONS'
   | 'HTTP_MAX_CONNECTIONS_PER_ADDRESS'
+  | 'HTTP_MAX_HEADER_BYTES'
 >;
 
 /**
@@ -28,9 +31,12 @@ export function connectionsCheckingIntervalMs(headersTimeoutMs: number): number 
 
 /** A node:http server for `handler` with every connection limit of `config`; not yet listening. */
 export function createHttpServer(config: HttpServerConfig, handler: RequestListener): Server {
+  const responses = new OpenResponses();
   const listener = closeWhenDone(config, handler);
   const server = createServer(
     {
+      // Node's default (16 KiB), set here so the limit is a setting and the 431 answer can name it.
+      maxHeaderSize: config.HTTP_MAX_HEADER_BYTES,
       // The checking interval can only be given here, as its timer starts in the constructor. Node
       // throws if headersTimeout exceeds requestTimeout; loadConfig refuses that pair first.
       connectionsCheckingInterval: connectionsCheckingIntervalMs(config.HTTP_HEADERS_TIMEOUT_MS),
@@ -40,13 +46,111 @@ export function createHttpServer(config: HttpServerConfig, handler: RequestListe
       // that reuses it just as the advertised timeout ends is not reset mid-request.
       keepAliveTimeout: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     },
-    listener,
+    (req, res) => {
+      responses.add(req.socket, res);
+      // A request that arrives on an open connection while the server drains is its last one.
+      if (!server.listening) res.setHeader('Connection', 'close');
+      listener(req, res);
+    },
   );
   // Node itself answers requests beyond this with 503 without calling the handler (closeWhenDone
   // closes the connection after the last allowed one). 0 means no limit, as in Node.
   server.maxRequestsPerSocket = config.HTTP_MAX_REQUESTS_PER_SOCKET;
   limitConnections(server, config.HTTP_MAX_CONNECTIONS, config.HTTP_MAX_CONNECTIONS_PER_ADDRESS);
+  answerClientErrors(server, config.HTTP_MAX_HEADER_BYTES, responses);
+  openResponsesOf.set(server, responses);
   return server;
+}
+
+/**
+ * Stops accepting connections and lets the requests in flight finish: each of their answers (and
+ * any later request's on a connection still open) says `Connection: close`, so Node closes the
+ * connection once it is sent and the client does not reuse it; idle connections close at once.
+ * Resolves when the last connection has closed. Node stops enforcing the headers and request
+ * timeouts once the server closes, so the caller bounds the wait (SHUTDOWN_TIMEOUT_MS).
+ */
+export function drain(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    for (const res of openResponsesOf.get(server)?.all() ?? []) {
+      if (!res.headersSent) res.setHeader('Connection', 'close');
+    }
+    server.closeIdleConnections();
+  });
+}
+
+const openResponsesOf = new WeakMap<Server, OpenResponses>();
+
+/** The responses a server has not finished yet, in all and by connection. */
+class OpenResponses {
+  readonly #all = new Set<ServerResponse>();
+  readonly #bySocket = new WeakMap<Duplex, Set<ServerResponse>>();
+
+  add(socket: Duplex, res: ServerResponse): void {
+    this.#all.add(res);
+    let ofSocket = this.#bySocket.get(socket);
+    if (!ofSocket) this.#bySocket.set(socket, (ofSocket = new Set()));
+    ofSocket.add(res);
+    // 'close' follows 'finish', and also ends a response whose connection broke first.
+    res.once('close', () => {
+      this.#all.delete(res);
+      ofSocket.delete(res);
+    });
+  }
+
+  all(): Iterable<ServerResponse> {
+    return this.#all;
+  }
+
+  /** True when a response on `socket` has begun to go out: anything else written now would corrupt it. */
+  sending(socket: Duplex): boolean {
+    for (const res of this.#bySocket.get(socket) ?? []) if (res.headersSent) return true;
+    return false;
+  }
+}
+
+/**
+ * Answers what Node's HTTP layer refuses before any handler runs with the same {error, message}
+ * body as every other refusal, where Node alone sends a bare status line: a request that is not
+ * HTTP/1.1 (400), a request line and headers over HTTP_MAX_HEADER_BYTES (431), chunk extensions
+ * over Node's 16 KiB (413), a request not received within its headers or request timeout (408; Node
+ * reports those here too). The status is the one Node would send; the code and status come from
+ * the one table in src/errors.ts.
+ * As Node does, nothing is written once the socket is closing or a response on it has begun to go
+ * out, and the connection is closed after the answer.
+ */
+function answerClientErrors(server: Server, maxHeaderBytes: number, responses: OpenResponses): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (err.code !== 'ECONNRESET' && socket.writable && !responses.sending(socket)) {
+      socket.write(rawResponse(refusalFor(err, maxHeaderBytes)));
+    }
+    socket.destroy();
+  });
+}
+
+function refusalFor(err: NodeJS.ErrnoException, maxHeaderBytes: number): ApiError {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return new ApiError('request_header_fields_too_large', `the request line and headers are larger than the server accepts (${maxHeaderBytes} bytes)`);
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new ApiError('request_timeout', 'the request was not received in time');
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return new ApiError('chunk_extensions_too_large', 'the chunk extensions of the request body are too large');
+    default:
+      return new ApiError('invalid_request', 'the request is not valid HTTP/1.1');
+  }
+}
+
+/** A whole HTTP/1.1 response for `error`, written to the socket directly: there is no ServerResponse. */
+function rawResponse(error: ApiError): string {
+  const body = JSON.stringify(error.body());
+  return (
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
+    'Content-Type: application/json; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    'Connection: close\r\n\r\n' +
+    body
+  );
 }
 
 /**

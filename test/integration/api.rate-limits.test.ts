@@ -8,6 +8,7 @@ import { hostJwt, newEd25519 } from '../support/keys.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
 import { canConnect, freePort, waitFor } from '../support/net.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 
 function expectLimited(res: HttpResult) {
   expect(code(res)).toBe('429 rate_limited');
@@ -166,7 +167,7 @@ describe('two server processes on one Redis', () => {
     const issuer = `http://127.0.0.1:${ports[0]}`;
     for (const port of ports) {
       const child = spawn(process.execPath, ['src/main.ts'], {
-        env: { ...process.env, PORT: String(port), ISSUER: issuer, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN: adminToken, RATE_LIMIT_AGENT_PER_MINUTE: '4', LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
+        env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), ISSUER: issuer, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN: adminToken, RATE_LIMIT_AGENT_PER_MINUTE: '4', LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
         stdio: 'ignore',
       });
       children.push(child);

@@ -10,6 +10,7 @@ import { ConfigError, loadConfig } from '../../src/config.ts';
 import { createHttpServer } from '../../src/http/server.ts';
 import { freePort, waitFor } from '../support/net.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 
 const HEADERS_TIMEOUT_MS = 1000;
 const REQUEST_TIMEOUT_MS = 2000;
@@ -44,7 +45,7 @@ const opened: Socket[] = [];
 async function startAgentgate(env: Record<string, string>): Promise<Agentgate> {
   const port = await freePort();
   const child = spawn(process.execPath, ['src/main.ts'], {
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', REDIS_URL: '', POLICY_WATCH: 'false', LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), HOST: '127.0.0.1', REDIS_URL: '', POLICY_WATCH: 'false', LOG_LEVEL: 'warn', ...env },
     stdio: 'ignore',
   });
   const agentgate = { child, port };

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, waitFor } from '../support/net.ts';
+import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 
 /** A plugin whose module, on the main thread only, does `mischief` when the process gets SIGUSR2. */
 const plugin = (mischief: string) => `import { isMainThread } from 'node:worker_threads';
@@ -34,7 +35,7 @@ async function start(mischief: string): Promise<{ base: string; output: () => st
   const port = await freePort();
   let output = '';
   child = spawn(process.execPath, ['src/main.ts'], {
-    env: { ...process.env, PORT: String(port), REDIS_URL: '', PLUGINS_DIR: dir, POLICY_WATCH: 'false', LOG_LEVEL: 'info' },
+    env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), REDIS_URL: '', PLUGINS_DIR: dir, POLICY_WATCH: 'false', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout!.on('data', (chunk) => { output += String(chunk); });

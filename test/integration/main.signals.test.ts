@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, waitFor } from '../support/net.ts';
+import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 
 let dir: string;
 let child: ChildProcess;
@@ -38,7 +39,7 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${port}`;
   child = spawn(process.execPath, ['src/main.ts'], {
     // Info logs name the trigger of every policy reload (read by the SIGHUP test).
-    env: { ...process.env, PORT: String(port), REDIS_URL: '', POLICY_WASM_PATH: join(dir, 'policy.wasm'), POLICY_GOLDEN_PATH: join(dir, 'golden.json'), POLICY_WATCH: 'false', LOG_LEVEL: 'info' },
+    env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), REDIS_URL: '', POLICY_WASM_PATH: join(dir, 'policy.wasm'), POLICY_GOLDEN_PATH: join(dir, 'golden.json'), POLICY_WATCH: 'false', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'ignore'],
   });
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
@@ -80,7 +81,7 @@ describe('cluster mode (WORKERS)', () => {
     const prefix = uniquePrefix('workers');
     const port = await freePort();
     const primary = spawn(process.execPath, ['src/main.ts'], {
-      env: { ...process.env, PORT: String(port), WORKERS: '2', REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
+      env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), WORKERS: '2', REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
       stdio: 'ignore',
     });
     try {
@@ -97,7 +98,7 @@ describe('cluster mode (WORKERS)', () => {
   });
 
   it('refuses more than one worker without Redis', async () => {
-    const child = spawn(process.execPath, ['src/main.ts'], { env: { ...process.env, WORKERS: '2', REDIS_URL: '' }, stdio: 'ignore' });
+    const child = spawn(process.execPath, ['src/main.ts'], { env: { ...process.env, ...SERVICE_POLICY_ENV, WORKERS: '2', REDIS_URL: '' }, stdio: 'ignore' });
     expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(2);
   });
 });

@@ -27,3 +27,6 @@ export const SHIPPED_POLICY: PolicyFiles = {
   wasmPath: fileURLToPath(new URL('../../policies/dist/policy.wasm', import.meta.url)),
   goldenPath: fileURLToPath(new URL('../../policies/golden.json', import.meta.url)),
 };
+
+/** The environment that makes a spawned `node src/main.ts` serve SERVICE_POLICY instead of the shipped one. */
+export const SERVICE_POLICY_ENV = { POLICY_WASM_PATH: SERVICE_POLICY.wasmPath, POLICY_GOLDEN_PATH: SERVICE_POLICY.goldenPath } as const;

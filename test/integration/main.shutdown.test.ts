@@ -1,0 +1,232 @@
+// Stopping `npm start` stops the server, cleanly, under load (issue 13 point 3). npm runs the
+// script through `sh -c`, and dash does not exec the last command: SIGTERM reached npm, npm passed
+// it to the shell, the shell died and the server went on serving with nobody to stop it. Now the
+// script execs node, so the signal npm forwards (and Ctrl-C, which the terminal sends to the whole
+// process group) reaches the server: requests in flight finish with 200, new connections are
+// refused, and npm and the server exit 0 before SHUTDOWN_TIMEOUT_MS; past it, the server exits 1.
+//
+// The requests are held in flight for real: an http capability whose upstream (run by this test)
+// answers only when the test says so.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { http } from '../support/client.ts';
+import { agentJwt, hostJwt, newEd25519 } from '../support/keys.ts';
+import { canConnect, freePort, waitFor } from '../support/net.ts';
+import { SERVICE_POLICY } from '../support/policies.ts';
+
+const ADMIN_TOKEN = 'shutdown-test-admin-token';
+const SHUTDOWN_TIMEOUT_MS = 5000;
+const IN_FLIGHT = 5;
+
+/** An upstream that holds every request until release(). */
+interface Upstream {
+  url: string;
+  held: () => number;
+  release: () => void;
+  close: () => Promise<void>;
+}
+
+async function startUpstream(): Promise<Upstream> {
+  const pending: ServerResponse[] = [];
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    pending.push(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (typeof address !== 'object' || !address) throw new Error('no address');
+  return {
+    url: `http://127.0.0.1:${address.port}/slow`,
+    held: () => pending.length,
+    release: () => {
+      for (const res of pending.splice(0)) res.writeHead(200, { 'content-type': 'application/json' }).end('{"done":true}');
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+interface Started {
+  child: ChildProcess;
+  port: number;
+  base: string;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const cleanups: Array<() => Promise<void> | void> = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/**
+ * Starts agentgate as a user would, `npm start` (or `node src/main.ts`), in its own process group,
+ * with a catalog whose one capability calls `upstreamUrl`; waits until it answers.
+ */
+async function startAgentgate(how: 'npm' | 'node', upstreamUrl: string, shutdownTimeoutMs = SHUTDOWN_TIMEOUT_MS): Promise<Started> {
+  const dir = await mkdtemp(join(tmpdir(), 'agentgate-shutdown-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const capabilitiesFile = join(dir, 'capabilities.json');
+  await writeFile(capabilitiesFile, JSON.stringify({
+    capabilities: [{ name: 'slow', description: 'Answers when the test releases it.', input: { type: 'object' }, handler: { type: 'http', url: upstreamUrl, timeoutMs: 20_000 } }],
+  }));
+  const port = await freePort();
+  const [command, args] = how === 'npm' ? ['npm', ['start']] : [process.execPath, ['src/main.ts']];
+  const child = spawn(command, args, {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      REDIS_URL: '',
+      ADMIN_TOKEN,
+      CAPABILITIES_FILE: capabilitiesFile,
+      POLICY_WASM_PATH: SERVICE_POLICY.wasmPath,
+      POLICY_GOLDEN_PATH: SERVICE_POLICY.goldenPath,
+      POLICY_WATCH: 'false',
+      LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group, as a terminal gives a foreground job: Ctrl-C signals the whole group.
+    detached: true,
+  });
+  let output = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  cleanups.push(() => {
+    // Whatever the test left running, group and all.
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(async () => (await fetch(`${base}/healthz`)).ok, 12_000);
+  return { child, port, base, output: () => output, exited };
+}
+
+interface Outcome {
+  /** The status, or the error's code when no answer came. */
+  status: number | string;
+  /** The answer's Connection header. */
+  connection?: string | null;
+}
+
+/** Registers an active agent holding `slow` through the admin API and returns a function that executes it. */
+async function slowCaller(base: string): Promise<() => Promise<Outcome>> {
+  const host = await newEd25519();
+  const agentKey = await newEd25519();
+  const linked = await http('POST', `${base}/admin/hosts`, { token: ADMIN_TOKEN, json: { public_key: host.publicJwk, default_capabilities: ['slow'], user_id: 'user-1' } });
+  expect(linked.status).toBe(201);
+  const registered = await http('POST', `${base}/agent/register`, {
+    token: await hostJwt(host, base, { agentKey }),
+    json: { name: 'slow-caller', mode: 'delegated', capabilities: ['slow'] },
+  });
+  expect(registered.json?.status, registered.text).toBe('active');
+  const agent = { id: registered.json.agent_id as string, key: agentKey, host };
+  const executeUrl = `${base}/capability/execute`;
+  return async () => {
+    try {
+      const token = await agentJwt(agent, executeUrl);
+      const res = await http('POST', executeUrl, { token, json: { capability: 'slow', arguments: {} } });
+      return { status: res.status, connection: res.headers.get('connection') };
+    } catch (err) {
+      return { status: String((err as { cause?: { code?: string } }).cause?.code ?? err) };
+    }
+  };
+}
+
+/** True when nothing is bound to the port any more: this process can listen on it. */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createTcpServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+/** True while any process of the group is left (npm, a shell, the server): signal 0 only asks. */
+const groupAlive = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Holds IN_FLIGHT executes in the upstream, sends the stop, and checks the whole drain: new
+ * connections refused while the requests are still held, every held request answered 200 once
+ * released, exit 0 well before SHUTDOWN_TIMEOUT_MS, no process of the group left and the port free.
+ */
+async function drainsUnderLoad(sendStop: (started: Started) => void): Promise<void> {
+  const upstream = await startUpstream();
+  cleanups.push(() => upstream.close());
+  const started = await startAgentgate('npm', upstream.url);
+  const execute = await slowCaller(started.base);
+
+  const inFlight = Array.from({ length: IN_FLIGHT }, () => execute());
+  await waitFor(async () => upstream.held() === IN_FLIGHT, 5000);
+  const stoppedAt = performance.now();
+  sendStop(started);
+
+  await waitFor(async () => !(await canConnect(started.port)), 3000).catch(() => {
+    const { exitCode, signalCode } = started.child;
+    throw new Error(`the port still accepts connections 3 s after the stop (npm: ${exitCode === null && signalCode === null ? 'running' : `exited ${exitCode ?? signalCode}`})`);
+  });
+  expect(await execute()).toEqual({ status: 'ECONNREFUSED' });
+  // Refused while the held requests are still waiting on the upstream: the drain has not cut them.
+  expect(upstream.held()).toBe(IN_FLIGHT);
+  expect({ exitCode: started.child.exitCode, signalCode: started.child.signalCode }).toEqual({ exitCode: null, signalCode: null });
+
+  upstream.release();
+  // Each answer also tells its client not to reuse the connection, which closes after it.
+  expect(await Promise.all(inFlight)).toEqual(Array(IN_FLIGHT).fill({ status: 200, connection: 'close' }));
+  expect(await started.exited).toEqual({ code: 0, signal: null });
+  expect(performance.now() - stoppedAt).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
+  expect(started.output()).toMatch(/"msg":"stopped","reason":"SIG(TERM|INT)","exitCode":0/);
+  expect(groupAlive(started.child.pid!)).toBe(false);
+  expect(await portIsFree(started.port)).toBe(true);
+}
+
+describe('stopping npm start', () => {
+  it('SIGTERM to the npm process drains in-flight requests, refuses new connections, and both exit 0', async () => {
+    await drainsUnderLoad(({ child }) => child.kill('SIGTERM'));
+  });
+
+  it('Ctrl-C (SIGINT to the process group) drains in-flight requests, refuses new connections, and both exit 0', async () => {
+    await drainsUnderLoad(({ child }) => process.kill(-child.pid!, 'SIGINT'));
+  });
+});
+
+describe('the shutdown timeout', () => {
+  it('a request held past SHUTDOWN_TIMEOUT_MS does not keep the process: it exits 1 at the timeout', async () => {
+    const upstream = await startUpstream();
+    cleanups.push(() => upstream.close());
+    const timeoutMs = 1500;
+    const started = await startAgentgate('node', upstream.url, timeoutMs);
+    const execute = await slowCaller(started.base);
+    const held = execute();
+    await waitFor(async () => upstream.held() === 1, 5000);
+    const stoppedAt = performance.now();
+    started.child.kill('SIGTERM');
+    expect(await started.exited).toEqual({ code: 1, signal: null });
+    const elapsedMs = performance.now() - stoppedAt;
+    expect(elapsedMs).toBeGreaterThanOrEqual(timeoutMs - 100);
+    expect(elapsedMs).toBeLessThan(timeoutMs + 2000);
+    expect(started.output()).toMatch(/requests still open at the shutdown timeout; exiting/);
+    expect((await held).status).not.toBe(200);
+    expect(await portIsFree(started.port)).toBe(true);
+  });
+});

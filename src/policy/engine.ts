@@ -6,8 +6,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { isDeepStrictEqual } from 'node:util';
 import type * as OpaWasm from '@open-policy-agent/opa-wasm';
+import { ENTRYPOINTS, EXECUTE_ENTRYPOINT, firstGoldenMismatch, GRANTS_ENTRYPOINT, parseGolden, type Entrypoint, type GoldenCase } from './golden.ts';
 import { PolicyError } from './types.ts';
 import type { ExecuteInput, ExecuteOutput, GrantsInput, GrantsOutput, PolicyEngine } from './types.ts';
 
@@ -20,10 +20,7 @@ const opa = createRequire(import.meta.url)('@open-policy-agent/opa-wasm') as typ
 type CompiledModule = object;
 const wasmApi = (globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<CompiledModule> } }).WebAssembly;
 
-export const GRANTS_ENTRYPOINT = 'agentgate/grants';
-export const EXECUTE_ENTRYPOINT = 'agentgate/execute';
-const ENTRYPOINTS = [GRANTS_ENTRYPOINT, EXECUTE_ENTRYPOINT] as const;
-type Entrypoint = (typeof ENTRYPOINTS)[number];
+export { EXECUTE_ENTRYPOINT, GRANTS_ENTRYPOINT } from './golden.ts';
 
 const DEFAULT_MEMORY_MAX_PAGES = 1024; // 64 KiB pages: 64 MiB.
 const INITIAL_MEMORY_PAGES = 5;
@@ -46,13 +43,6 @@ export class PolicyLoadError extends Error {
     super(message, options);
     this.name = 'PolicyLoadError';
   }
-}
-
-interface GoldenCase {
-  name: string;
-  entrypoint: Entrypoint;
-  input: Record<string, unknown>;
-  expected: unknown;
 }
 
 /** One loaded artefact. Only `instance` ever changes: it is replaced after an exception. */
@@ -142,17 +132,8 @@ export class WasmPolicyEngine implements PolicyEngine {
       throw new PolicyLoadError(`cannot read the policy: ${describe(error)}`, { cause: error });
     }
     const next = await this.#load(bytes);
-    for (const c of golden) {
-      let actual: unknown;
-      try {
-        actual = this.#decideWith(next, c);
-      } catch (error) {
-        throw new PolicyLoadError(`golden decision "${c.name}" failed: ${describe(error)}`, { cause: error });
-      }
-      if (!isDeepStrictEqual(actual, c.expected)) {
-        throw new PolicyLoadError(`golden decision "${c.name}" differs: expected ${JSON.stringify(c.expected)}, got ${JSON.stringify(actual)}`);
-      }
-    }
+    const mismatch = firstGoldenMismatch(golden, (c) => this.#decideWith(next, c));
+    if (mismatch) throw new PolicyLoadError(mismatch);
     next.generation = (this.#active?.generation ?? 0) + 1;
     next.loadedAtMs = Date.now();
     this.#active = next;
@@ -282,22 +263,6 @@ function isExecuteOutput(output: unknown, input: ExecuteInput): output is Execut
     if (!isRecord(v) || typeof v.field !== 'string' || !isRecord(v.constraint)) return false;
   }
   return true;
-}
-
-function parseGolden(text: string): GoldenCase[] {
-  const cases: unknown = JSON.parse(text);
-  if (!Array.isArray(cases)) throw new Error('golden decisions must be a JSON array');
-  for (const [i, c] of cases.entries()) {
-    if (!isRecord(c) || typeof c.name !== 'string' || !ENTRYPOINTS.includes(c.entrypoint as Entrypoint) || !isRecord(c.input) || !('expected' in c)) {
-      throw new Error(`golden decision #${i} must be {name, entrypoint (one of ${ENTRYPOINTS.join(', ')}), input: object, expected}`);
-    }
-  }
-  const golden = cases as GoldenCase[];
-  // A golden file that skips an entrypoint would let a broken half of the policy through.
-  for (const e of ENTRYPOINTS) {
-    if (!golden.some((c) => c.entrypoint === e)) throw new Error(`golden decisions must cover ${e}`);
-  }
-  return golden;
 }
 
 /** A readable message for anything thrown: wasm and the SDK throw strings and plain objects too. */

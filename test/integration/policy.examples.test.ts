@@ -152,7 +152,7 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /**
  * Writes the adopted tree into a fresh policies/ (the default policy's data and golden decisions,
- * and examples/) beside a copy of the build script, which finds policies/ and node_modules/ next
+ * and examples/) beside a copy of the build script, which finds policies/, src/ and node_modules/ next
  * to its own directory, and runs `npm run policy:build`'s command there. Returns its output.
  */
 async function buildAdopted(ctx: TestContext, label: string, tree: Tree): Promise<string> {
@@ -161,6 +161,8 @@ async function buildAdopted(ctx: TestContext, label: string, tree: Tree): Promis
   cpSync(EXAMPLES, path.join(root, 'policies', 'examples'), { recursive: true });
   cpSync(path.join(ROOT, 'scripts', 'build-policy.mjs'), path.join(root, 'scripts', 'build-policy.mjs'));
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(root, 'node_modules'));
+  // The build checks golden decisions through the service's own engine (src/policy/).
+  symlinkSync(path.join(ROOT, 'src'), path.join(root, 'src'));
   writeFileSync(path.join(root, 'policies', 'agentgate.rego'), tree.policy);
   writeFileSync(path.join(root, 'policies', 'agentgate_test.rego'), tree.tests);
   try {

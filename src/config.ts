@@ -2,9 +2,8 @@
 // at once, so an operator fixes a bad deployment in one pass. Each variable has a README line.
 import { z } from 'zod';
 
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+/** true/false, 1/0, yes/no, on/off, enabled/disabled (any case); anything else is refused. */
+const bool = z.stringbool();
 
 const csv = <T extends string>(values: readonly [T, ...T[]]) =>
   z

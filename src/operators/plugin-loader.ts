@@ -4,6 +4,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
 import type { OperatorDefinition } from './registry.ts';
 
 const PLUGIN_FILE = /^(?!.*\.(test|spec|d)\.[cm]?[jt]s$)[^.].*\.(ts|mts|js|mjs)$/;
@@ -31,32 +32,49 @@ async function pluginFiles(directory: string): Promise<string[]> {
   return files;
 }
 
+/** Async and generator functions answer a promise or an iterator, never `true`: refused at load. */
+const isPlainFunction = (fn: unknown): boolean => Object.prototype.toString.call(fn) === '[object Function]';
+
+/** What a plugin module must export (plugins/README.md), checked once when it is loaded. */
+const pluginExportsSchema = z.object({
+  name: z.string().regex(OPERATOR_NAME, '`name` must be a lower-case identifier (a-z, 0-9, _; at most 64)'),
+  description: z.string().trim().min(1, '`description` must be a non-empty string'),
+  operand: z.custom<z.ZodType>(
+    (value) => typeof (value as { safeParse?: unknown } | null)?.safeParse === 'function',
+    '`operand` must be a zod schema',
+  ),
+  evaluate: z
+    .custom<NonNullable<OperatorDefinition['evaluate']>>((value) => typeof value === 'function', '`evaluate(operand, actual)` must be a function')
+    .refine(isPlainFunction, '`evaluate` must be a plain synchronous function (an async or generator function never answers `true`)'),
+});
+
 /** Checks one module's exports: a default export object, or named exports. */
 export function definitionFrom(module: Record<string, unknown>, source: string, moduleUrl?: string): OperatorDefinition {
-  const exported = (module.default && typeof module.default === 'object' ? module.default : module) as Record<string, unknown>;
-  const { name, description, operand, evaluate } = exported;
-  const problems: string[] = [];
-  if (typeof name !== 'string' || !OPERATOR_NAME.test(name)) problems.push('`name` must be a lower-case identifier (a-z, 0-9, _; at most 64)');
-  if (typeof description !== 'string' || description.trim() === '') problems.push('`description` must be a non-empty string');
-  if (!operand || typeof (operand as { safeParse?: unknown }).safeParse !== 'function') problems.push('`operand` must be a zod schema');
-  if (typeof evaluate !== 'function') problems.push('`evaluate(operand, actual)` must be a function');
-  else if (!isPlainFunction(evaluate)) problems.push('`evaluate` must be a plain synchronous function (an async or generator function never answers `true`)');
-  if (problems.length > 0) throw new PluginLoadError(`${source}: ${problems.join('; ')}`);
-  return {
-    name: name as string,
-    description: description as string,
-    operand: operand as OperatorDefinition['operand'],
-    evaluate: evaluate as NonNullable<OperatorDefinition['evaluate']>,
-    source,
-    ...(moduleUrl ? { moduleUrl } : {}),
-  };
+  const exported = module.default && typeof module.default === 'object' ? module.default : module;
+  const parsed = pluginExportsSchema.safeParse(exported);
+  if (!parsed.success) {
+    // Every problem at once, each in words, so the author fixes the file in one pass.
+    const problems = parsed.error.issues.map((issue) => (issue.code === 'invalid_type' ? messageFor(issue.path[0]) : issue.message));
+    throw new PluginLoadError(`${source}: ${[...new Set(problems)].join('; ')}`);
+  }
+  const { name, description, operand, evaluate } = parsed.data;
+  return { name, description, operand, evaluate, source, ...(moduleUrl ? { moduleUrl } : {}) };
 }
 
-/** Async and generator functions answer a promise or an iterator, never `true`: refused at load. */
-function isPlainFunction(fn: unknown): boolean {
-  const tag = Object.prototype.toString.call(fn);
-  return tag === '[object Function]';
+/** The sentence for a missing or mistyped export (zod's own says only "expected string"). */
+function messageFor(key: PropertyKey | undefined): string {
+  switch (key) {
+    case 'name':
+      return '`name` must be a lower-case identifier (a-z, 0-9, _; at most 64)';
+    case 'description':
+      return '`description` must be a non-empty string';
+    case 'operand':
+      return '`operand` must be a zod schema';
+    default:
+      return '`evaluate(operand, actual)` must be a function';
+  }
 }
+
 
 /**
  * Imports every plugin of `directory`. A file's modification time is part of its import URL, so a

@@ -6,7 +6,7 @@ import { HostAuthenticator, type AuthSettings } from './auth/host-auth.ts';
 import { AgentKeyCache } from './auth/key-cache.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { Catalog } from './execution/catalog.ts';
+import type { Catalog } from './catalog/catalog.ts';
 import { createCapabilityRunner, type CapabilityRunner } from './execution/handlers.ts';
 import { adminRouter } from './http/admin.ts';
 import { bodyDepthLimit } from './http/body-depth.ts';

@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import { buildApp } from './app.ts';
 import { systemClock } from './clock.ts';
 import { ConfigError, loadConfig } from './config.ts';
-import { loadCatalog } from './execution/catalog.ts';
+import { loadCatalog } from './catalog/catalog.ts';
 import { createHttpServer, drain } from './http/server.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { startOperators } from './operators/setup.ts';
@@ -13,6 +13,7 @@ import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import { PolicyReloader } from './policy/reloader.ts';
 import { MemoryStore } from './store/memory/memory-store.ts';
+import { describeTarget } from './store/redis/connection.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
 import type { Store } from './store/store.ts';
 
@@ -30,7 +31,7 @@ async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger):
     // Reconnection is automatic; operators still need to see that Redis went away.
     onConnectionError: (err) => logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message }),
   });
-  logger.info('using Redis', { url: config.REDIS_URL.replace(/\/\/[^@]*@/, '//***@'), keyPrefix: config.REDIS_KEY_PREFIX });
+  logger.info('using Redis', { target: describeTarget({ url: config.REDIS_URL }), keyPrefix: config.REDIS_KEY_PREFIX });
   return { store, redisClient: store.connection };
 }
 

@@ -1,6 +1,6 @@
 // How a granted, validated call runs (DESIGN §7): built-in handlers for demos and benchmarks, and
 // an HTTP upstream proxy. A handler returns the `data` of the 200 answer or throws.
-import type { Capability } from './catalog.ts';
+import type { Capability } from '../catalog/catalog.ts';
 
 export interface ExecutionContext {
   agentId: string;

@@ -4,7 +4,7 @@ import type { Config } from '../config.ts';
 import { definedOnly } from '../defined-only.ts';
 import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
-import type { Catalog } from '../execution/catalog.ts';
+import type { Catalog } from '../catalog/catalog.ts';
 
 const iso = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : new Date(ms).toISOString());
 

@@ -4,7 +4,7 @@ import { identifyCaller } from '../auth/caller.ts';
 import { agentRefusal } from '../domain/lifecycle.ts';
 import type { GrantRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { Capability } from '../execution/catalog.ts';
+import type { Capability } from '../catalog/catalog.ts';
 import type { ServiceDeps } from './deps.ts';
 
 export type Viewer =

@@ -4,7 +4,7 @@ import type { HostAuthenticator } from '../auth/host-auth.ts';
 import type { AgentKeyCache } from '../auth/key-cache.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
-import type { Catalog } from '../execution/catalog.ts';
+import type { Catalog } from '../catalog/catalog.ts';
 import type { CapabilityRunner } from '../execution/handlers.ts';
 import type { Logger } from '../logger.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';

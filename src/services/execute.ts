@@ -6,7 +6,7 @@ import { unknownOperators } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
 import type { AgentRecord, GrantRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { Capability } from '../execution/catalog.ts';
+import type { Capability } from '../catalog/catalog.ts';
 import { CapabilityBackendError } from '../execution/handlers.ts';
 import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
 import { SandboxUnavailableError } from '../operators/sandbox.ts';

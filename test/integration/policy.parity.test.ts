@@ -5,23 +5,14 @@
 // accepted and then decided by a signed execute exactly as the policy alone decides it (200, or
 // 403 constraint_violated with the same violations). Further grants of a case are written through
 // the store, as api.execute.test.ts does, after each was shown to be accepted at grant time too.
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GrantRecord } from '../../src/domain/types.ts';
-import type { Violation } from '../../src/policy/types.ts';
 import { Client, code } from '../support/client.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { CONSTRAINT_CASES, type ConstraintCase } from '../support/constraint-cases.ts';
 
-interface ConstraintCase {
-  name: string;
-  grantTime?: string;
-  constraints: Record<string, unknown> | null;
-  other_grants?: Array<Record<string, unknown> | null>;
-  arguments: Record<string, unknown>;
-  expected: { allow: boolean; grant?: number; violations: Violation[] };
-}
 
-const cases = JSON.parse(readFileSync(new URL('../cases/constraints.json', import.meta.url), 'utf8')) as ConstraintCase[];
+const cases = CONSTRAINT_CASES;
 const CAPABILITY = 'probe';
 
 let server: TestServer;

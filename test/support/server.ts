@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { buildApp, type App } from '../../src/app.ts';
 import { ManualClock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
-import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/execution/catalog.ts';
+import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/catalog/catalog.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { startOperators } from '../../src/operators/setup.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';

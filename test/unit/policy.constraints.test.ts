@@ -9,26 +9,18 @@
 // `grantTime` is the error code (400) with which the server refuses the first grant's constraints
 // when they are requested; the HTTP test asserts that refusal. Here the policy still sees such a
 // grant, as it would one made before an operator was removed, and must fail closed on it.
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadPlugins } from '../../src/operators/plugin-loader.ts';
 import { BUILTIN_OPERATORS, OperatorRegistry } from '../../src/operators/registry.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import type { WasmPolicyEngine } from '../../src/policy/engine.ts';
-import type { ExecuteInput, Violation } from '../../src/policy/types.ts';
+import type { ExecuteInput } from '../../src/policy/types.ts';
 import { SERVICE_POLICY } from '../support/policies.ts';
+import { CONSTRAINT_CASES, type ConstraintCase } from '../support/constraint-cases.ts';
 
-interface ConstraintCase {
-  name: string;
-  grantTime?: string;
-  constraints: Record<string, unknown> | null;
-  other_grants?: Array<Record<string, unknown> | null>;
-  arguments: Record<string, unknown>;
-  expected: { allow: boolean; grant?: number; violations: Violation[] };
-}
 
 const root = new URL('../../', import.meta.url);
-const cases = JSON.parse(readFileSync(new URL('test/cases/constraints.json', root), 'utf8')) as ConstraintCase[];
+const cases = CONSTRAINT_CASES;
 
 function executeInput(c: ConstraintCase): ExecuteInput {
   const all = [c.constraints, ...(c.other_grants ?? [])];

@@ -1,4 +1,4 @@
-// The policy's cost on the hot path (issue 3). Loads the committed artefact through
+// The policy's cost on the hot path. Loads the committed artefact through
 // loadPolicyEngine, as agentgate does (output checks included), and measures agentgate/execute on
 // representative inputs, one thread: a warm-up, then decisions per second from a loop without
 // timers, then p50/p99 from per-call hrtime. Prints a markdown table with the machine.

@@ -61,7 +61,7 @@ const require = createRequire(import.meta.url);
 
 /**
  * Builtins the wasm target evaluates natively, plus the five the JS SDK implements (sprintf,
- * regex.split, yaml.*), from reference/opa-wasm.md §4. Everything else compiles but throws
+ * regex.split, yaml.*), from docs/opa-wasm.md §4. Everything else compiles but throws
  * "not implemented" at evaluation, so the capabilities file leaves it out and `opa build` refuses it.
  * `print` is kept because `opa build` strips it from the artefact.
  */

@@ -1,4 +1,4 @@
-// The one way agentgate drops undefined members (issue 14 point 3): stored records, store patches
+// The one way agentgate drops undefined members: stored records, store patches
 // and wire views all leave an absent optional field out rather than carry it as `undefined`. It sits
 // at src/ level, importing nothing, so the stores and the HTTP views can both use it.
 

@@ -90,7 +90,7 @@ async function main(): Promise<void> {
     reloadOperators,
   });
 
-  // Header, request and keep-alive timeouts and the connection caps come from config (audit finding 9).
+  // Header, request and keep-alive timeouts and the connection caps come from config (SECURITY.md).
   const server: Server = createHttpServer(config, app);
   // A port in use (EADDRINUSE) or not ours to bind (EACCES) ends the process at once: exiting is
   // what makes the failure visible, and the Redis connection and plugin workers die with it.

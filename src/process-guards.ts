@@ -1,4 +1,4 @@
-// The last resort (issue 12 finding 2): what the process does with a failure nothing else caught.
+// The last resort (SECURITY.md): what the process does with a failure nothing else caught.
 // - An unhandled promise rejection is logged (at most one line per 10 s, counting the rest) and the
 //   server keeps serving. Nothing waits on a promise nobody handles, so no request is left without
 //   an answer and no state is half-written by it; ending the process would let any such bug,

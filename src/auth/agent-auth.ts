@@ -107,7 +107,7 @@ export class AgentAuthenticator {
   }
 }
 
-/** A present `iss` must be the agent's host thumbprint (stance S8); an absent one is accepted. */
+/** A present `iss` must be the agent's host thumbprint (docs/stances.md); an absent one is accepted. */
 export function assertIssuer(claims: Record<string, unknown>, hostThumbprint: string): void {
   if (claims.iss !== undefined && claims.iss !== hostThumbprint) {
     throw new ApiError('invalid_jwt', "agent JWT iss does not match the agent's host");

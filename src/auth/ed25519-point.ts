@@ -1,4 +1,4 @@
-// Ed25519 public key point validation (security audit finding 15). A 32-byte string is not
+// Ed25519 public key point validation (SECURITY.md). A 32-byte string is not
 // necessarily a usable public key: it may not decode to a curve point at all, it may be a
 // non-canonical encoding of a point that has a shorter one, or it may be one of the eight points
 // of small order, against which signatures prove nothing about who made them. We refuse all of

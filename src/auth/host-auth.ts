@@ -33,7 +33,7 @@ export interface VerifiedHost {
 export interface HostAuthOptions {
   /** Registration may come from an unknown host (dynamic host registration). */
   allowUnknown: boolean;
-  /** Pending hosts may register and poll status only (stance S2). */
+  /** Pending hosts may register and poll status only (docs/stances.md). */
   allowPending: boolean;
   /** Which budget a known host spends: status polling has its own, higher one. */
   limit?: 'host' | 'status';

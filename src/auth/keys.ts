@@ -60,7 +60,7 @@ export function parsePublicJwk(value: unknown, supported: readonly string[], lab
   if (keyType === 'Ed25519') {
     if (raw.kty !== 'OKP' || !raw.x) throw new ApiError('invalid_request', `${label} is not a valid Ed25519 public key`);
     // Small-order and non-canonical points are refused here, at registration and rotation, so they
-    // never become a stored key (audit finding 15); verification never has to think about them.
+    // never become a stored key (SECURITY.md); verification never has to think about them.
     const problem = ed25519PublicKeyProblem(Buffer.from(raw.x, 'base64url'));
     if (problem) throw new ApiError('invalid_request', `${label} is not a valid Ed25519 public key: ${problem}`);
     return { jwk: { kty: 'OKP', crv: 'Ed25519', x: raw.x }, keyType };

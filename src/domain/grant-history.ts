@@ -1,4 +1,4 @@
-// What an agent's grant records say about the past (issue 12 finding 3). A person's denial or a
+// What an agent's grant records say about the past (SECURITY.md). A person's denial or a
 // revocation must not be undone without a new approval, so the policy is told the last *decision*
 // about a capability: a pending request is no decision, and it must never hide the denial before it.
 // The history kept per capability is bounded: its live grants plus the one newest decided record.

@@ -1,4 +1,4 @@
-// Bounds on what one agent can make agentgate store and evaluate (issue 12 finding 5). Every grant
+// Bounds on what one agent can make agentgate store and evaluate (SECURITY.md). Every grant
 // is read on each execute of its capability and handed to the policy, so an agent that could pile
 // up large or many grants could make every execute slow, or exhaust the policy's memory. Refusals
 // are 400 invalid_request naming the limit, so a client knows which one it hit.

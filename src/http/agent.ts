@@ -39,7 +39,7 @@ export function agentRouter(deps: ServiceDeps): Router {
     res.json(agentView(await agents.agentStatus(deps, tokenOf(req), query.agent_id), view()));
   });
 
-  // Protocol §4.4 (top-level status: stance S7)
+  // Protocol §4.4 (a top-level status: docs/stances.md)
   router.post('/agent/request-capability', async (req, res) => {
     const body = parseWith(requestCapabilityBodySchema, req.body, 'body');
     const { snapshot, grants } = await agents.requestCapabilities(deps, tokenOf(req), toRequested(body.capabilities), body.reason);

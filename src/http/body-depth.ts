@@ -1,4 +1,4 @@
-// Bounds the nesting of every JSON body before any other work (issue 12 finding 16). The body cap
+// Bounds the nesting of every JSON body before any other work (SECURITY.md). The body cap
 // (MAX_BODY_BYTES) bounds size, but 64 KiB of brackets nest some 30,000 levels deep, and deep
 // values cost every later step that walks them: schema checks, the policy's JSON parser, logging.
 // So depth is checked right after parsing, iteratively (a recursive walk would itself be the risk).

@@ -1,4 +1,4 @@
-// The HTTP server and its connection limits (security audit finding 9). A client that sends its
+// The HTTP server and its connection limits (SECURITY.md). A client that sends its
 // headers or body a byte at a time, or opens sockets and never uses them, costs a file descriptor
 // and parser memory for as long as the server lets it; enough of them made /healthz unreachable.
 // So every way a connection can stay open is bounded here: headers, whole request, idle keep-alive,

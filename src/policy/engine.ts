@@ -2,7 +2,7 @@
 // policies/dist/policy.wasm with @open-policy-agent/opa-wasm, proves a new artefact against golden
 // decisions before it serves, swaps artefacts with one reference, and fails closed: an exception,
 // an undefined result or a malformed answer becomes a PolicyError, never an allow.
-// The gotchas this code works around are numbered as in reference/opa-wasm.md §4.
+// The gotchas this code works around are numbered as in docs/opa-wasm.md §4.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -62,7 +62,7 @@ export class WasmPolicyEngine implements PolicyEngine {
   #active: Artefact | null = null;
   /** The answers of the decision being evaluated now (wasm runs synchronously, so one at a time). */
   #decisionOperator: OperatorEvaluator | undefined;
-  /** How many wasm instances were replaced after an exception; info() reports it (`/metrics` will, issue 17). */
+  /** How many wasm instances were replaced after an exception; info() reports it (a /metrics endpoint is planned). */
   #instanceReplacements = 0;
   /** Reloads run one at a time, so an older file can never be swapped in after a newer one. */
   #reloads: Promise<void> = Promise.resolve();

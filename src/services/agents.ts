@@ -27,7 +27,7 @@ function assertOwner(verified: VerifiedHost, snapshot: AgentSnapshot): void {
   if (snapshot.agent.hostId !== verified.host?.id) throw new ApiError('unauthorized', 'the agent does not belong to this host');
 }
 
-// Protocol §4.5: GET /agent/status. Pending hosts may poll (stance S2).
+// Protocol §4.5: GET /agent/status. Pending hosts may poll (docs/stances.md).
 export async function agentStatus(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
   return ownedAgent(deps, verified, agentId);
@@ -123,7 +123,7 @@ export async function revokeAgent(deps: ServiceDeps, token: string | null, agent
 // Protocol §4.8: host-authenticated, so it works when the agent key is compromised; the old key
 // stops working at once (key version bump + cache invalidation on every instance). The new key's
 // registration index is claimed before anything else is written, as host rotation does: a lost
-// race is 409 agent_exists and changes nothing (issue 13 point 4).
+// race is 409 agent_exists and changes nothing (docs/stances.md).
 export async function rotateAgentKey(deps: ServiceDeps, token: string | null, agentId: string, publicKey: unknown): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');

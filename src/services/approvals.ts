@@ -1,7 +1,7 @@
 // RFC 8628 device-authorization approval objects (protocol §10), created when consent is needed.
 // An approval decides exactly the grant ids it was created for (DESIGN §8): a new request never
 // joins an open approval, it gets a new one with a new code, so a person can only ever approve what
-// the code showed them (issue 12 finding 7).
+// the code showed them (SECURITY.md).
 import type { Config } from '../config.ts';
 import type { ApprovalRecord } from '../domain/types.ts';
 import { newApprovalId, newUserCode } from './ids.ts';

@@ -40,7 +40,7 @@ const LIVE_HOST_STATUSES = ['pending', 'active'] as const;
 const isTerminalHost = (status: HostStatus) => status === 'revoked' || status === 'rejected';
 
 /**
- * A host write that may only happen while the host is live (issue 12 finding 8): checked in the
+ * A host write that may only happen while the host is live (SECURITY.md): checked in the
  * store's atomic step, so an approval that read the host before a revocation cannot undo it.
  */
 async function updateLiveHost(deps: ServiceDeps, hostId: string, patch: Parameters<ServiceDeps['store']['updateHost']>[1]): Promise<HostRecord> {

@@ -32,7 +32,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
   }
   const mode = request.mode as Mode;
   // Every registration can create stored state, so one address has an hourly budget of them
-  // (issue 12 finding 6), checked before any signature is verified.
+  // (SECURITY.md), checked before any signature is verified.
   await deps.limits.consume('registration', request.clientIp);
   const verified = await deps.hostAuth.verify(token, { allowUnknown: true, allowPending: true });
   if (!verified.host) {
@@ -163,7 +163,7 @@ async function createDynamicHost(
 /**
  * A second registration of the same (host, key): a pending one is returned again with a fresh
  * approval if the old one lapsed (idempotent retry); any other state is 409 agent_exists, including
- * expired (stance S13: the client should reactivate).
+ * expired (docs/stances.md: the client should reactivate).
  */
 async function retryExisting(deps: ServiceDeps, agentId: string, nowMs: number): Promise<AgentSnapshot> {
   return transitionAgent(deps.store, agentId, ({ agent }) => {

@@ -2,7 +2,7 @@
 // the snapshot, and the store applies it only if nobody changed the agent in between. Two racing
 // transitions can therefore never both win; the loser re-reads and decides again.
 //
-// Contention (issue 13 point 5): a loser waits a short, random time and tries again, so a handful
+// Contention (docs/stances.md): a loser waits a short, random time and tries again, so a handful
 // of concurrent writers all succeed in turn. Only when the agent keeps changing under it for
 // MAX_ATTEMPTS rounds does the request give up, with 409 `conflict`: the store is fine (a 503 would
 // say otherwise) and a retry succeeds.

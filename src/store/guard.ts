@@ -1,4 +1,4 @@
-// Makes every store call fail closed and bounded (issue 13 points 5 and 7):
+// Makes every store call fail closed and bounded (docs/stances.md):
 // - A backend that is unreachable, slow or not serving becomes 503 service_unavailable (the client
 //   retries later), never an authorization and never a hang. The cause goes to the log.
 // - A call has a deadline of its own. ioredis times out a command only once it is written, and

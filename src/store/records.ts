@@ -1,4 +1,4 @@
-// One description of each stored record (issue 14 point 3): which fields it has, what kind of value
+// One description of each stored record: which fields it has, what kind of value
 // each holds, which are optional, and which a write may change. The Redis codec (redis/codec.ts),
 // the patch types of store.ts and the memory store's patching are all derived from these tables, so
 // a field is added in one place. Each table is checked against its type in domain/types.ts: a field

@@ -58,8 +58,8 @@ export type ExecuteRoundTripResult =
 export type HostUpdate = { host: HostRecord; updated: boolean } | null;
 
 /**
- * The checks createAgent makes in the same atomic step that adds the agent to its host (issue 12
- * findings 4 and 6): the host still has the status and key the agent record copied (so a host
+ * The checks createAgent makes in the same atomic step that adds the agent to its host
+ * (SECURITY.md): the host still has the status and key the agent record copied (so a host
  * revoked, approved or rotated meanwhile cannot miss this agent), and it has room for one more
  * agent (and one more pending agent, when this one waits for approval).
  */
@@ -126,7 +126,7 @@ export interface Store {
   /**
    * Claims the (host, key) registration index for an agent about to rotate onto `thumbprint`:
    * 'claimed' by this call, 'ours' when it already names this agent, 'taken' by another agent
-   * (nothing written). Rotation claims first, so a lost race changes nothing (issue 13 point 4).
+   * (nothing written). Rotation claims first, so a lost race changes nothing (docs/stances.md).
    */
   claimAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<'claimed' | 'ours' | 'taken'>;
   /** Frees the (host, key) index, only while it still names this agent. */

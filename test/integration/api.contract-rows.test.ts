@@ -1,4 +1,4 @@
-// One HTTP-level test per row of the contract's §7 error tables (../shared/contract), plus the
+// One HTTP-level test per row of the contract's §7 error tables (docs/service-contract.md), plus the
 // codes DESIGN §9 adds, against a real server on loopback with real keys and signed JWTs. Each
 // refusal row first shows the honest request succeeding, so a server refusing everything fails.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

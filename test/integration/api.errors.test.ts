@@ -1,4 +1,4 @@
-// Issue 13 points 4, 5 and 6: error answers that tell the truth. A lost race is a 4xx that changed
+// Error answers that tell the truth. A lost race is a 4xx that changed
 // nothing; 503 means the store is unreachable and nothing else; a bug or a corrupt record is a 500
 // with a request id; contention retries to success or answers 409; refusals keep their reasons.
 import { Redis } from 'ioredis';

@@ -1,4 +1,4 @@
-// Bad input never reaches a 5xx (issue 2 point 8): malformed JSON, wrong types, missing fields,
+// Bad input never reaches a 5xx: malformed JSON, wrong types, missing fields,
 // oversized bodies and non-object arguments get 400 invalid_request with the error body, on every
 // endpoint, and a refused request changes nothing already stored.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

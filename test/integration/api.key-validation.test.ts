@@ -1,5 +1,5 @@
 // Ed25519 public keys that are small-order, non-canonical or off the curve are refused with 400
-// invalid_request wherever a key enters the server (audit finding 15): agent registration, agent
+// invalid_request wherever a key enters the server (SECURITY.md): agent registration, agent
 // key rotation, dynamic host registration, host key rotation and admin pre-registration. Each test
 // checks that nothing was stored and that an honest key still goes through the same door.
 import { calculateJwkThumbprint, type JWK } from 'jose';

@@ -1,4 +1,4 @@
-// Issue 12 findings 1 and 2 over HTTP, as the audit ran them: one request must not freeze the
+// SECURITY.md's "Plugins cannot stop the server" over HTTP, as an adversarial audit ran it: one request must not freeze the
 // server through a plugin operator, and no plugin answer may end the process.
 import { copyFile, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,7 +15,7 @@ export const name = 'spin';
 export const description = 'busy for 5 s on the argument "loop" (forever, to a request)';
 export const operand = z.literal(true);
 export function evaluate(_operand, actual) {
-  // Bounded so that, run in process as before issue 12, the test fails on its assertions instead of
+  // Bounded so that, run in process as plugins once were, the test fails on its assertions instead of
   // hanging the test run with it.
   if (actual === 'loop') { const until = Date.now() + 5000; while (Date.now() < until); }
   return true;

@@ -1,4 +1,4 @@
-// Operator plugins end to end (issue 3, DESIGN §6): a plugin added at run time is reached by the
+// Operator plugins end to end (DESIGN §6, docs/design.md): a plugin added at run time is reached by the
 // already-compiled policy through `agentgate.operator`; unknown operators stay unknown at grant,
 // approval and execute time; operands are checked against the plugin's schema.
 import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
@@ -51,7 +51,7 @@ describe('a plugin added at run time', () => {
     const refused = await c.execute(agent, 'echo', { code: 'ABC' });
     expect(code(refused)).toBe('403 constraint_violated');
     expect(refused.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' }, actual: 'ABC' }]);
-    // A missing argument is told apart from a wrong one (issue 13): no actual, and missing: true.
+    // A missing argument is told apart from a wrong one (docs/stances.md): no actual, and missing: true.
     const missing = await c.execute(agent, 'echo', {});
     expect(missing.json.violations).toEqual([{ field: 'code', constraint: { ends_with: 'Z' }, missing: true }]);
   });

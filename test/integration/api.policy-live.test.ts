@@ -1,4 +1,4 @@
-// Live policy changes over HTTP (issue 3, DESIGN §5): a new artefact takes effect on the next
+// Live policy changes over HTTP (DESIGN §5): a new artefact takes effect on the next
 // request without a restart, a broken one changes nothing, and requests in flight during a swap
 // are all answered by one policy or the other.
 import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Rate limits (protocol §11.5, issue 5): each dimension trips on its own with 429 rate_limited and
+// Rate limits (protocol §11.5): each dimension trips on its own with 429 rate_limited and
 // a Retry-After in whole seconds; two server processes on one Redis share a budget; a limiter
 // that cannot reach Redis refuses (503) rather than letting requests through.
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Issue 13 point 7: during a Redis freeze (SIGSTOP: connections stay open, nothing answers), every
+// During a Redis freeze (SIGSTOP: connections stay open, nothing answers), every
 // request is refused with 503 within the command timeout plus a small margin, whatever the
 // concurrency. Commands that wait behind a frozen auto-pipeline batch used to take two timeouts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// The benchmarks keep working (issue 5 point 2): each one runs end to end for a moment, and the
+// The benchmarks keep working: each one runs end to end for a moment, and the
 // load benchmark's answers are exactly the intended ones. No speed is asserted here; speed lives in
 // the benchmarks' own output (bench/RESULTS.md), never in a timed test.
 import { spawn } from 'node:child_process';

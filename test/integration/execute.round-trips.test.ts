@@ -1,4 +1,4 @@
-// Issue 5, DESIGN §2 step 4: an allowed execute costs exactly one Redis round trip. Measured on
+// DESIGN §2 step 4: an allowed execute costs exactly one Redis round trip. Measured on
 // the wire, not asserted from the code: the server's Redis connection goes through a counting
 // proxy (test/support/redis-proxy.ts) that records every command and every round trip, and each
 // allowed execute must send the execute script and the rate limiter's commands (the agent's and

@@ -1,5 +1,5 @@
 // What Node's HTTP layer refuses before any handler runs is answered like every other refusal
-// (issue 13 point 1): with the status Node would send and an {error, message} JSON body, where Node
+// (docs/stances.md): with the status Node would send and an {error, message} JSON body, where Node
 // alone sends a bare status line. Oversized headers (431), oversized chunk extensions (413), a
 // request target with raw non-ASCII bytes (400) and a header trickle (408), on the real start-up
 // path (src/main.ts). fetch cannot send most of these, so raw sockets do.

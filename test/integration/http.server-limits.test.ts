@@ -1,4 +1,4 @@
-// Slow and greedy clients cannot hold the server's connections (security audit finding 9): a
+// Slow and greedy clients cannot hold the server's connections (SECURITY.md): a
 // header or body trickle is cut within its timeout, one address cannot take every connection,
 // the total is capped, and idle or long-lived keep-alive connections end. The real start-up path
 // (src/main.ts) runs with small limits so each attack finishes in a second or two.

@@ -1,4 +1,4 @@
-// A busy port is a failed start, never a quiet success (issue 13 point 2). A second agentgate on a
+// A busy port is a failed start, never a quiet success (docs/stances.md). A second agentgate on a
 // port another process holds used to log "agentgate listening" and exit 0 (memory store), or stay
 // alive serving nothing (Redis: its connection kept the process up); in cluster mode the primary
 // restarted the failing workers forever. Now every variant exits non-zero within seconds, says

@@ -1,4 +1,4 @@
-// The process's last resort (issue 12 finding 2, SECURITY.md "Failing closed"), on the real
+// The process's last resort (SECURITY.md "Failing closed"), on the real
 // start-up path (`node src/main.ts`, as `npm start` runs it): an unhandled promise rejection is
 // logged and the server keeps serving; an uncaught exception is logged and the server stops
 // accepting, drains and exits with status 1 for its supervisor to restart it.

@@ -1,4 +1,4 @@
-// Stopping `npm start` stops the server, cleanly, under load (issue 13 point 3). npm runs the
+// Stopping `npm start` stops the server, cleanly, under load (docs/stances.md). npm runs the
 // script through `sh -c`, and dash does not exec the last command: SIGTERM reached npm, npm passed
 // it to the shell, the shell died and the server went on serving with nobody to stop it. Now the
 // script execs node, so the signal npm forwards (and Ctrl-C, which the terminal sends to the whole

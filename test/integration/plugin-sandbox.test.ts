@@ -1,4 +1,4 @@
-// The plugin sandbox (issue 12 findings 1 and 2): plugin operators run in worker threads with a
+// The plugin sandbox (SECURITY.md): plugin operators run in worker threads with a
 // budget they cannot exceed, and no answer but `true` allows, whatever shape the answer has.
 // Real worker threads, real plugin files in a temporary directory.
 import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';

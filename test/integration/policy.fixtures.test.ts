@@ -1,4 +1,4 @@
-// Two guarantees about the suite itself (issue 13, points 8 and 10):
+// Two guarantees about the suite itself (a policy change never breaks `npm test`; no security test skips itself):
 // - A security team's policy change must not break `npm test`: every test of the service runs
 //   against a committed fixture policy built from test/fixtures/policies/service/, never against
 //   policies/dist/policy.wasm; only the tests of the shipped policy load that.

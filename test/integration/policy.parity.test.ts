@@ -1,4 +1,4 @@
-// Parity (issue 3): every case of test/cases/constraints.json, the file the compiled-policy unit
+// Parity: every case of test/cases/constraints.json, the file the compiled-policy unit
 // test runs (test/unit/policy.constraints.test.ts), also runs through the real HTTP path. The
 // agent registers with the case's constraints, so grant-time validation applies: a case marked
 // `grantTime` must be refused at registration with 400 and that code, and every other case must be

@@ -1,4 +1,4 @@
-// Issue 12 findings about grants and approvals, over HTTP on both stores, each test named after
+// SECURITY.md's guarantees about grants and approvals, over HTTP on both stores, each test named after
 // the attack it stops: denials undone by reactivation (3), grants piled up to slow every execute
 // (5), approvals that decide more than the approver saw (7), unusable agents changing grants (11),
 // and the JWT capabilities claim ignored outside execute (12).

@@ -1,7 +1,7 @@
-// Issue 12's races, run many times against real Redis (and once on the memory store): a host
-// revocation racing registrations (finding 4), a host revocation racing an approval (finding 8),
-// and request-capability racing an agent revocation (finding 10). After the revocation has
-// answered, nothing it revoked may be active or able to execute.
+// The races SECURITY.md guards against, run many times against real Redis (and a few times on the
+// memory store): a host revocation racing registrations, a host revocation racing an approval, and
+// request-capability racing an agent revocation. After the revocation has answered, nothing it
+// revoked may be active or able to execute.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, http, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';

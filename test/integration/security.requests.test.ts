@@ -1,4 +1,4 @@
-// Issue 12 findings about what one caller can make the server store or do, over HTTP on both
+// SECURITY.md's guarantees about what one caller can make the server store or do, over HTTP on both
 // stores: an anonymous storage flood (6), pending hosts seeing too much (13), `nbf` ignored (14) and
 // deep nesting reaching the policy as a 500 (16). Each test is named after the attack it stops.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

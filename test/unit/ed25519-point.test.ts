@@ -1,4 +1,4 @@
-// Ed25519 public key validation (audit finding 15): every small-order and non-canonical encoding is
+// Ed25519 public key validation (SECURITY.md): every small-order and non-canonical encoding is
 // refused with its reason, honest keys are accepted. The refused encodings are checked against a
 // second, deliberately different computation written here (affine, y-only), so a bug in the module's
 // extended-coordinate arithmetic cannot make the test agree with it by construction.

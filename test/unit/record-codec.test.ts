@@ -1,4 +1,4 @@
-// The Redis record codecs derived from the field tables (issue 14 point 3), without Redis: each
+// The Redis record codecs derived from the field tables , without Redis: each
 // record reads back exactly as written, nothing outside its table is stored, corrupt state throws
 // an error naming the record and the field, and patches change only what the table allows.
 import { describe, expect, it } from 'vitest';

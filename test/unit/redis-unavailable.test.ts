@@ -1,5 +1,5 @@
 // Which Redis failures are an outage (503, retry later) and which are bugs or corrupt data (500):
-// issue 13 point 5. The strings are the ones ioredis and Redis use.
+// docs/stances.md. The strings are the ones ioredis and Redis use.
 import { describe, expect, it } from 'vitest';
 import { DeadlineError } from '../../src/deadline.ts';
 import { isRedisUnavailable } from '../../src/store/redis/connection.ts';

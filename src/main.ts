@@ -1,4 +1,5 @@
-// Start-up: config -> store -> policy -> operators -> catalog -> app -> listen; graceful shutdown.
+// Start-up: config -> logger and process guards -> store -> catalog -> rate limits -> operator plugins
+// (registry and sandbox) -> policy -> app -> listen; then signals, SIGHUP reloads and a graceful drain.
 import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import { buildApp } from './app.ts';

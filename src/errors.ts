@@ -34,6 +34,13 @@ export const ERROR_STATUS = {
   limit_exceeded: 403,
   host_rejected: 403,
   service_unavailable: 503,
+  // RFC 8628 §3.5 error codes, inside the usual {error, message} body (protocol §10).
+  /** The client polls a pending approval faster than its interval; wait Retry-After seconds. */
+  slow_down: 429,
+  /** The approval's code expired; nothing is approvable with it (ask for a new code). */
+  expired_token: 400,
+  /** The person denied the request; final. */
+  access_denied: 403,
   /** The record changed under too many concurrent writers for this request to win; retrying succeeds. */
   conflict: 409,
   dynamic_host_registration_disabled: 403,

@@ -53,6 +53,15 @@ export function agentRouter(deps: ServiceDeps): Router {
     });
   });
 
+  // Ref extension (docs/protocol.md §3.2): a fresh RFC 8628 code for an agent waiting for approval.
+  router.post('/agent/device/code', async (req, res) => {
+    const body = parseWith(agentIdBodySchema, req.body, 'body');
+    const { approval } = await agents.newDeviceCode(deps, tokenOf(req), body.agent_id);
+    const ctx = view();
+    const { method: _method, ...rfc8628 } = approvalView(approval, ctx.config, ctx.nowMs);
+    res.set('Cache-Control', 'no-store').json({ device_code: approval.id, ...rfc8628 });
+  });
+
   // Protocol §4.6
   router.post('/agent/reactivate', async (req, res) => {
     const body = parseWith(agentIdBodySchema, req.body, 'body');

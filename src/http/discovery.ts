@@ -17,6 +17,7 @@ export const ENDPOINTS = {
   rotate_host_key: '/host/rotate-key',
   introspect: '/agent/introspect',
   revoke_capability: '/agent/revoke-capability',
+  device_code: '/agent/device/code',
 } as const;
 
 export function discoveryDocument(config: Config) {

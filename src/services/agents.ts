@@ -30,7 +30,54 @@ function assertOwner(verified: VerifiedHost, snapshot: AgentSnapshot): void {
 // Protocol §4.5: GET /agent/status. Pending hosts may poll (docs/stances.md).
 export async function agentStatus(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
-  return ownedAgent(deps, verified, agentId);
+  const snapshot = await ownedAgent(deps, verified, agentId);
+  await refuseFastPolling(deps, snapshot);
+  return snapshot;
+}
+
+/**
+ * RFC 8628 §3.5 slow_down: a client polling an agent that waits for approval much faster than the
+ * approval's interval is told to wait. "Much faster" is within half the interval of the last poll
+ * that was answered, so a client polling at the interval (as the official SDK does), with network
+ * jitter, never sees it.
+ */
+async function refuseFastPolling(deps: ServiceDeps, snapshot: AgentSnapshot): Promise<void> {
+  const approval = snapshot.agent.approval;
+  const waiting = approval !== undefined && approval.expiresAtMs > deps.clock.nowMs()
+    && (snapshot.agent.status === 'pending' || snapshot.grants.some((g) => g.status === 'pending'));
+  if (!waiting) return;
+  const intervalSeconds = approval.intervalSeconds;
+  if (await deps.store.recordStatusPoll(snapshot.agent.id, (intervalSeconds * 1000) / 2)) return;
+  throw new ApiError('slow_down', `poll at most every ${intervalSeconds} s (the approval's interval)`, undefined, { 'Retry-After': String(intervalSeconds) });
+}
+
+/** What `POST /agent/device/code` answers: a fresh RFC 8628 code for an agent waiting for approval. */
+export interface DeviceCode {
+  snapshot: AgentSnapshot;
+  approval: ApprovalRecord;
+}
+
+// Ref extension POST /agent/device/code (docs/protocol.md §3.2): a host asks for a fresh code for its
+// agent that waits for approval (the old code lapsed, or was lost). The new approval decides the
+// same pending grants (and registration); the old code stops working. A pending host may ask too:
+// its agents are the ones waiting (docs/stances.md). A denied agent's answer is final.
+export async function newDeviceCode(deps: ServiceDeps, token: string | null, agentId: string): Promise<DeviceCode> {
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
+  await ownedAgent(deps, verified, agentId);
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => {
+    assertOwner(verified, current);
+    const { agent, grants } = current;
+    if (agent.status === 'rejected') throw new ApiError('access_denied', 'the registration was denied; the decision is final');
+    const pendingIds = grants.filter((g) => g.status === 'pending').map((g) => g.id);
+    const waiting = agent.status === 'pending' || (agent.status === 'active' && pendingIds.length > 0);
+    if (!waiting) {
+      const refusal = agentRefusal(agent, current.sessionExpiresAtMs, deps.clock.nowMs());
+      throw refusal ?? new ApiError('invalid_request', 'nothing of this agent awaits approval');
+    }
+    const nowMs = deps.clock.nowMs();
+    return { set: { approval: newApproval(pendingIds, nowMs, deps.config), updatedAtMs: nowMs } };
+  });
+  return { snapshot, approval: snapshot.agent.approval! };
 }
 
 // Protocol §4.6: only an expired agent is reactivated; an active one is returned unchanged; an

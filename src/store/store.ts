@@ -149,6 +149,11 @@ export interface Store {
   recordAgentJti(agentId: string, jti: string, ttlMs: number): Promise<boolean>;
   /** Records a host JWT's jti, partitioned by the host key thumbprint (known or not). */
   recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Records a status poll for an agent waiting for approval; false when one was recorded within the
+   * last `windowMs` (the client polls faster than the approval's interval: RFC 8628 slow_down).
+   */
+  recordStatusPoll(agentId: string, windowMs: number): Promise<boolean>;
 
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;

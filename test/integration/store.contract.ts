@@ -685,6 +685,15 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.recordAgentJti(uid('agt'), jti, 60_000)).toBe(true);
       });
 
+      it('a status poll is recorded once per window, per agent, and the window passes', async () => {
+        const [agentId, other] = [uid('agt'), uid('agt')];
+        expect(await store.recordStatusPoll(agentId, 100)).toBe(true);
+        expect(await store.recordStatusPoll(agentId, 100)).toBe(false);
+        expect(await store.recordStatusPoll(other, 100)).toBe(true);
+        await sleep(200);
+        expect(await store.recordStatusPoll(agentId, 100)).toBe(true);
+      });
+
       it('a jti is forgotten once its ttl has passed', async () => {
         const { snapshot } = await seedAgent();
         const [agentJti, hostJti, executedJti] = [uid('jti'), uid('jti'), uid('jti')];

@@ -264,6 +264,11 @@ export class MemoryStore implements Store {
     return this.#replay.record(JSON.stringify(['host', hostThumbprint, jti]), normalizeTtlMs(ttlMs));
   }
 
+  async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
+    this.#assertOpen();
+    return this.#replay.record(JSON.stringify(['poll', agentId]), normalizeTtlMs(windowMs));
+  }
+
   // ---- key-cache invalidation ----------------------------------------------------------------
 
   /** Delivered asynchronously, as Redis pub/sub would be, and each listener on its own. */

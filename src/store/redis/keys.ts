@@ -15,6 +15,8 @@ export interface KeyLayout {
   grantsByCapability(agentId: string): string;
   /** Replay record of an agent JWT; shared by executeRoundTrip and recordAgentJti. */
   agentJti(agentId: string, jti: string): string;
+  /** Marks a recent status poll of an agent waiting for approval (expires after the poll window). */
+  statusPoll(agentId: string): string;
   /** Host hash: one field per HostRecord field. */
   host(hostId: string): string;
   /** Set of the ids of the host's agents. */
@@ -47,6 +49,7 @@ export function keyLayout(prefix: string): KeyLayout {
     grants: (agentId) => `${agentTag(agentId)}:grants`,
     grantsByCapability: (agentId) => `${agentTag(agentId)}:grants:cap`,
     agentJti: (agentId, jti) => `${agentTag(agentId)}:jti:${jti}`,
+    statusPoll: (agentId) => `${agentTag(agentId)}:poll`,
     host: (hostId) => hostTag(hostId),
     hostAgents: (hostId) => `${hostTag(hostId)}:agents`,
     hostPendingAgents: (hostId) => `${hostTag(hostId)}:pending`,

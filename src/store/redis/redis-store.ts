@@ -360,6 +360,11 @@ export class RedisStore implements Store {
     return this.#recordOnce(this.#keys.hostJti(hostThumbprint, jti), ttlMs);
   }
 
+  async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
+    if (!isTaggable(agentId)) return true;
+    return this.#recordOnce(this.#keys.statusPoll(agentId), windowMs);
+  }
+
   async #recordOnce(key: string, ttlMs: number): Promise<boolean> {
     return (await this.#connection.set(key, '1', 'PX', normalizeTtlMs(ttlMs), 'NX')) === 'OK';
   }

@@ -23,6 +23,7 @@ import type { PluginSandbox } from './operators/sandbox.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
+import type { UserCodes } from './services/user-codes.ts';
 import { redisCallDeadlineMs } from './deadline.ts';
 import { failClosedStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
@@ -35,6 +36,7 @@ export interface AppDependencies {
   catalog: Catalog;
   operators: OperatorRegistry;
   pluginSandbox: PluginSandbox;
+  userCodes: UserCodes;
   logger: Logger;
   limits: RateLimits;
   runCapability?: CapabilityRunner;
@@ -70,6 +72,7 @@ export function buildApp(input: AppDependencies): App {
     catalog: input.catalog,
     operators: input.operators,
     pluginSandbox: input.pluginSandbox,
+    userCodes: input.userCodes,
     logger,
     keys,
     limits: input.limits,

@@ -51,6 +51,11 @@ const schema = z
 
     APPROVAL_EXPIRES_IN_SECONDS: seconds(30, 86_400).default(600),
     APPROVAL_INTERVAL_SECONDS: seconds(1, 60).default(5),
+    /**
+     * Key user codes are derived and looked up with. Unset: one random key kept in the store (shared
+     * by every instance), which a reader of Redis could also read; set it to keep codes secret from them.
+     */
+    USER_CODE_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
 
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
     KEY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(0).max(10_000_000).default(100_000),

@@ -10,6 +10,7 @@ import { createHttpServer, drain } from './http/server.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { startOperators } from './operators/setup.ts';
 import { installProcessGuards } from './process-guards.ts';
+import { userCodesFor } from './services/user-codes.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import { PolicyReloader } from './policy/reloader.ts';
@@ -86,7 +87,8 @@ async function main(): Promise<void> {
     void reloader.reload('SIGHUP');
     reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
   });
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, logger, limits,
+  const userCodes = await userCodesFor(config.USER_CODE_KEY, store, (message) => logger.warn(message));
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
     reloadOperators,
   });

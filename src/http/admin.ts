@@ -12,7 +12,7 @@ import { agentView, hostView } from './views.ts';
 
 export function adminRouter(deps: ServiceDeps): Router {
   const router = Router();
-  const view = () => ({ config: deps.config, catalog: deps.catalog, nowMs: deps.clock.nowMs() });
+  const view = () => ({ config: deps.config, catalog: deps.catalog, userCodes: deps.userCodes, nowMs: deps.clock.nowMs() });
   router.use('/admin', requireAdmin(deps));
 
   router.post('/admin/hosts', async (req, res) => {

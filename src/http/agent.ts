@@ -21,7 +21,7 @@ import { agentView, approvalView, grantView, type ViewContext } from './views.ts
 
 export function agentRouter(deps: ServiceDeps): Router {
   const router = Router();
-  const view = (): ViewContext => ({ config: deps.config, catalog: deps.catalog, nowMs: deps.clock.nowMs() });
+  const view = (): ViewContext => ({ config: deps.config, catalog: deps.catalog, userCodes: deps.userCodes, nowMs: deps.clock.nowMs() });
 
   // Protocol §4.3
   router.post('/agent/register', async (req, res) => {
@@ -49,7 +49,7 @@ export function agentRouter(deps: ServiceDeps): Router {
       agent_id: snapshot.agent.id,
       status: pending ? 'pending' : 'active',
       agent_capability_grants: grants.map((g) => grantView(g, ctx.catalog)),
-      ...(pending && snapshot.agent.approval ? { approval: approvalView(snapshot.agent.approval, ctx.config, ctx.nowMs) } : {}),
+      ...(pending && snapshot.agent.approval ? { approval: approvalView(snapshot.agent.approval, ctx) } : {}),
     });
   });
 
@@ -58,7 +58,7 @@ export function agentRouter(deps: ServiceDeps): Router {
     const body = parseWith(agentIdBodySchema, req.body, 'body');
     const { approval } = await agents.newDeviceCode(deps, tokenOf(req), body.agent_id);
     const ctx = view();
-    const { method: _method, ...rfc8628 } = approvalView(approval, ctx.config, ctx.nowMs);
+    const { method: _method, ...rfc8628 } = approvalView(approval, ctx);
     res.set('Cache-Control', 'no-store').json({ device_code: approval.id, ...rfc8628 });
   });
 

@@ -49,6 +49,7 @@ export function openApiDocument(config: Config) {
       '/agent/reactivate': { post: op('Reactivate an expired agent (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
       '/agent/revoke': { post: op('Revoke an agent (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
       '/agent/revoke-capability': { post: op('Revoke grants (agent or host JWT)', { requestBody: body(schemas.revokeCapabilityBodySchema) }) },
+      '/agent/device/code': { post: op('A fresh RFC 8628 code for an agent waiting for approval (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
       '/agent/rotate-key': { post: op("Replace an agent's key (host JWT)", { requestBody: body(schemas.rotateAgentKeyBodySchema) }) },
       '/agent/introspect': { post: op('Validate an agent JWT (resource-server bearer token)', { requestBody: body(schemas.introspectBodySchema) }) },
       '/host/rotate-key': { post: op("Replace the host's key (host JWT, current key)", { requestBody: body(schemas.rotateHostKeyBodySchema) }) },

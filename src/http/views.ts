@@ -5,6 +5,7 @@ import { definedOnly } from '../defined-only.ts';
 import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import type { Catalog } from '../catalog/catalog.ts';
+import type { UserCodes } from '../services/user-codes.ts';
 
 const iso = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : new Date(ms).toISOString());
 
@@ -28,15 +29,16 @@ export function grantView(grant: GrantRecord, catalog: Catalog) {
   return definedOnly({ ...base, reason: grant.reason, denied_by: grant.deniedBy });
 }
 
-/** Protocol §10: the device-authorization approval object. */
-export function approvalView(approval: ApprovalRecord, config: Config, nowMs: number) {
-  const verificationUri = `${config.issuer}/device`;
+/** Protocol §10: the device-authorization approval object (the code is derived from the approval id). */
+export function approvalView(approval: ApprovalRecord, ctx: ViewContext) {
+  const verificationUri = `${ctx.config.issuer}/device`;
+  const userCode = ctx.userCodes.codeFor(approval.id);
   return {
     method: 'device_authorization',
     verification_uri: verificationUri,
-    verification_uri_complete: `${verificationUri}?user_code=${encodeURIComponent(approval.userCode)}`,
-    user_code: approval.userCode,
-    expires_in: Math.max(0, Math.ceil((approval.expiresAtMs - nowMs) / 1000)),
+    verification_uri_complete: `${verificationUri}?user_code=${encodeURIComponent(userCode)}`,
+    user_code: userCode,
+    expires_in: Math.max(0, Math.ceil((approval.expiresAtMs - ctx.nowMs) / 1000)),
     interval: approval.intervalSeconds,
   };
 }
@@ -44,6 +46,7 @@ export function approvalView(approval: ApprovalRecord, config: Config, nowMs: nu
 export interface ViewContext {
   config: Config;
   catalog: Catalog;
+  userCodes: UserCodes;
   nowMs: number;
 }
 
@@ -63,7 +66,7 @@ export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: Gra
     activated_at: iso(agent.activatedAtMs),
     last_used_at: iso(agent.lastUsedAtMs),
     expires_at: status === 'active' ? iso(visibleExpiresAtMs(agent, sessionExpiresAtMs)) : undefined,
-    approval: agent.approval && status === 'pending' ? approvalView(agent.approval, ctx.config, ctx.nowMs) : undefined,
+    approval: agent.approval && status === 'pending' ? approvalView(agent.approval, ctx) : undefined,
   });
 }
 

@@ -12,6 +12,7 @@ import type { ServiceDeps } from './deps.ts';
 import { activateHost, linkHost } from './hosts.ts';
 import { newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
+import type { UserCodes } from './user-codes.ts';
 
 export interface PreRegisterHost {
   publicKey: unknown;
@@ -77,26 +78,24 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
 /** Denies what the agent's open approval waits on: a pending agent becomes rejected, its grants denied. */
 export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Omit<ApprovalDecision, 'capabilities'>) {
   const nowMs = deps.clock.nowMs();
-  const snapshot = await transitionAgent(deps.store, agentId, (current) => denialChange(current, decision, nowMs));
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => denialChange(deps.userCodes, current, decision, nowMs));
   await releasePendingSlot(deps, snapshot);
   return snapshot;
 }
 
-/** User codes compare case-insensitively, with or without separators (RFC 8628 §6.1). */
-const normalizeCode = (code: string) => code.replace(/[^A-Za-z0-9]/g, '').toUpperCase();
 
 /**
  * The grants an approval decision applies to: exactly those of the agent's open approval, which
  * must still be open and, when the approver names a code, be the one that code shows. Decided on
  * the state the change is written over, so a host revoked meanwhile cannot be approved into.
  */
-function decidedGrants(current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): GrantRecord[] {
+function decidedGrants(userCodes: UserCodes, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): GrantRecord[] {
   const { agent, grants } = current;
   if (agent.hostStatus === 'revoked' || agent.hostStatus === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   if (agent.status !== 'pending' && agent.status !== 'active') throw statusRefusal({ status: agent.status })!;
   const approval = agent.approval;
   if (!approval) throw new ApiError('invalid_request', 'the agent has nothing awaiting approval');
-  if (decision.userCode !== undefined && normalizeCode(decision.userCode) !== normalizeCode(approval.userCode)) {
+  if (decision.userCode !== undefined && !userCodes.matches(decision.userCode, approval.id)) {
     throw new ApiError('invalid_request', "the user code does not name the agent's open approval (it was superseded by a newer request, or never existed)");
   }
   if (approval.expiresAtMs <= nowMs) throw new ApiError('invalid_request', 'the approval has expired; the agent must ask again');
@@ -108,7 +107,7 @@ const denied = (g: GrantRecord, userId: string, nowMs: number): GrantRecord => (
 
 /** Approval: the chosen capabilities' grants become active (the rest denied) and a pending agent active. */
 function approvalChange(deps: ServiceDeps, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
-  const pending = decidedGrants(current, decision, nowMs);
+  const pending = decidedGrants(deps.userCodes, current, decision, nowMs);
   const chosen = new Set(decision.capabilities ?? pending.map((g) => g.capability));
   // An operator may have been removed (or its schema tightened) since the grant was requested.
   validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => ({ capability: g.capability, constraints: g.constraints })), deps.operators);
@@ -133,8 +132,8 @@ function approvalChange(deps: ServiceDeps, current: AgentSnapshot, decision: App
 }
 
 /** Denial: the approval's grants become denied, and a pending agent rejected (final). */
-function denialChange(current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
-  const decided = decidedGrants(current, decision, nowMs).map((g) => denied(g, decision.userId, nowMs));
+function denialChange(userCodes: UserCodes, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
+  const decided = decidedGrants(userCodes, current, decision, nowMs).map((g) => denied(g, decision.userId, nowMs));
   if (current.agent.status === 'active') return { upsertGrants: decided, set: { approval: null, updatedAtMs: nowMs } };
   return { upsertGrants: decided, set: { status: 'rejected', approval: null, updatedAtMs: nowMs } };
 }

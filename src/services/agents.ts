@@ -9,7 +9,7 @@ import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, stat
 import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { newApproval, withoutGrants } from './approvals.ts';
+import { indexOpenApproval, newApproval, withoutGrants } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
@@ -77,6 +77,7 @@ export async function newDeviceCode(deps: ServiceDeps, token: string | null, age
     const nowMs = deps.clock.nowMs();
     return { set: { approval: newApproval(pendingIds, nowMs, deps.config), updatedAtMs: nowMs } };
   });
+  await indexOpenApproval(deps, snapshot);
   return { snapshot, approval: snapshot.agent.approval! };
 }
 
@@ -103,6 +104,7 @@ export async function reactivateAgent(deps: ServiceDeps, token: string | null, a
     await forgetCachedKeyEverywhere(deps, agentId);
     throw statusRefusal({ status: 'revoked', because: 'absolute_lifetime' })!;
   }
+  await indexOpenApproval(deps, result);
   return result;
 }
 
@@ -272,6 +274,7 @@ export async function requestCapabilities(
       set: { updatedAtMs: nowMs, ...(renew ? { approval: newApproval(allPending, nowMs, config) } : {}) },
     };
   });
+  await indexOpenApproval(deps, snapshot);
   return { snapshot, grants: answer };
 }
 

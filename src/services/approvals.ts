@@ -3,13 +3,13 @@
 // joins an open approval, it gets a new one with a new code, so a person can only ever approve what
 // the code showed them (SECURITY.md).
 import type { Config } from '../config.ts';
-import type { ApprovalRecord } from '../domain/types.ts';
-import { newApprovalId, newUserCode } from './ids.ts';
+import type { AgentSnapshot, ApprovalRecord } from '../domain/types.ts';
+import type { ServiceDeps } from './deps.ts';
+import { newApprovalId } from './ids.ts';
 
 export function newApproval(grantIds: string[], nowMs: number, config: Config): ApprovalRecord {
   return {
     id: newApprovalId(),
-    userCode: newUserCode(),
     grantIds,
     createdAtMs: nowMs,
     expiresAtMs: nowMs + config.APPROVAL_EXPIRES_IN_SECONDS * 1000,
@@ -26,4 +26,16 @@ export function withoutGrants(approval: ApprovalRecord, withdrawnIds: ReadonlySe
   const grantIds = approval.grantIds.filter((id) => !withdrawnIds.has(id));
   if (grantIds.length === 0 && !registrationWaits) return null;
   return { ...approval, grantIds };
+}
+
+/**
+ * Lets the approval page find the agent's open approval by its user code (until it expires). Run
+ * after every change that opens an approval; an approval decided or replaced later is no longer
+ * found through its old code, since the lookup checks the agent's current approval id.
+ */
+export async function indexOpenApproval(deps: Pick<ServiceDeps, 'store' | 'userCodes' | 'clock'>, snapshot: AgentSnapshot): Promise<void> {
+  const approval = snapshot.agent.approval;
+  if (!approval || approval.expiresAtMs <= deps.clock.nowMs()) return;
+  const lookupKey = deps.userCodes.lookupKey(deps.userCodes.codeFor(approval.id))!;
+  await deps.store.indexUserCode(lookupKey, snapshot.agent.id, approval.expiresAtMs);
 }

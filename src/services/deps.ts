@@ -13,6 +13,7 @@ import type { ReloadOutcome } from '../policy/reloader.ts';
 import type { PolicyEngine } from '../policy/types.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
+import type { UserCodes } from './user-codes.ts';
 
 export interface ServiceDeps {
   config: Config;
@@ -21,6 +22,8 @@ export interface ServiceDeps {
   policy: PolicyEngine;
   catalog: Catalog;
   operators: OperatorRegistry;
+  /** Derives, matches and indexes RFC 8628 user codes. */
+  userCodes: UserCodes;
   /** Where plugin operators run at execute: worker threads with a time budget. */
   pluginSandbox: PluginSandbox;
   hostAuth: HostAuthenticator;

@@ -1,5 +1,5 @@
-// Opaque identifiers and user codes. 128 bits of randomness make ids unguessable.
-import { randomBytes, randomInt } from 'node:crypto';
+// Opaque identifiers (user codes are derived from approval ids: services/user-codes.ts). 128 bits of randomness make ids unguessable.
+import { randomBytes } from 'node:crypto';
 
 const newId = (prefix: string) => `${prefix}_${randomBytes(16).toString('base64url')}`;
 
@@ -7,12 +7,3 @@ export const newAgentId = () => newId('agt');
 export const newHostId = () => newId('hst');
 export const newGrantId = () => newId('grt');
 export const newApprovalId = () => newId('apr');
-
-/** RFC 8628 §6.1: consonants only (no vowels, no look-alikes), shown as XXXX-XXXX. */
-const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
-
-export function newUserCode(): string {
-  let code = '';
-  for (let i = 0; i < 8; i++) code += USER_CODE_ALPHABET[randomInt(USER_CODE_ALPHABET.length)];
-  return `${code.slice(0, 4)}-${code.slice(4)}`;
-}

@@ -6,7 +6,7 @@ import { checkLiveGrantLimits } from '../domain/limits.ts';
 import { dynamicHostStatus, registrationNeedsApproval } from '../domain/registration.ts';
 import type { AgentSnapshot, HostRecord, Mode, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { newApproval } from './approvals.ts';
+import { indexOpenApproval, newApproval } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { newAgentId, newHostId } from './ids.ts';
@@ -67,6 +67,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     });
     if (created.created) {
       deps.logger.info('agent registered', { agentId: snapshot.agent.id, hostId: host.id, mode, status: snapshot.agent.status });
+      await indexOpenApproval(deps, created.snapshot);
       return created.snapshot;
     }
     if (created.reason === 'exists') return retryExisting(deps, created.existingAgentId, nowMs);
@@ -166,11 +167,16 @@ async function createDynamicHost(
  * expired (docs/stances.md: the client should reactivate).
  */
 async function retryExisting(deps: ServiceDeps, agentId: string, nowMs: number): Promise<AgentSnapshot> {
-  return transitionAgent(deps.store, agentId, ({ agent }) => {
+  let renewed = false;
+  const snapshot = await transitionAgent(deps.store, agentId, ({ agent }) => {
     if (agent.status !== 'pending') {
       throw new ApiError('agent_exists', 'an agent with this public key is already registered under this host; generate a new key or reactivate');
     }
+    renewed = false;
     if (agent.approval && agent.approval.expiresAtMs > nowMs) return null;
+    renewed = true;
     return { set: { approval: newApproval(agent.approval?.grantIds ?? [], nowMs, deps.config), updatedAtMs: nowMs } };
   });
+  if (renewed) await indexOpenApproval(deps, snapshot);
+  return snapshot;
 }

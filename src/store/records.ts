@@ -77,7 +77,6 @@ export const JWK_FIELDS = {
 
 export const APPROVAL_FIELDS = {
   id: { kind: 'string' },
-  userCode: { kind: 'string' },
   grantIds: { kind: 'list' },
   createdAtMs: { kind: 'number' },
   expiresAtMs: { kind: 'number' },

@@ -155,6 +155,17 @@ export interface Store {
    */
   recordStatusPoll(agentId: string, windowMs: number): Promise<boolean>;
 
+  // ---- approvals ----------------------------------------------------------------------------
+  /** Lets the approval page find an agent by the lookup key of its open approval's user code, until `untilMs`. */
+  indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void>;
+  /** The agent an approval's user code was indexed for, or null (never indexed, or expired). */
+  findAgentIdByUserCode(lookupKey: string): Promise<string | null>;
+  /**
+   * A random secret shared by every instance on this store, created by the first to ask (base64url,
+   * 32 bytes). For keys that must agree across instances when no key is configured.
+   */
+  sharedSecret(name: string): Promise<string>;
+
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;
   onAgentInvalidation(listener: (agentId: string) => void): void;

@@ -36,6 +36,17 @@ describe.each(['memory', 'redis'] as const)('device authorization (%s store)', (
     expect(approval.expires_in).toBeGreaterThan(0);
   });
 
+  it('the code is never stored: not in the agent record, not as the lookup key; a status poll shows the same code', async () => {
+    const agent = await pendingAgent();
+    const code = agent.registration.approval.user_code as string;
+    const stored = JSON.stringify(await server.store.getAgent(agent.id));
+    expect(stored).not.toContain(code);
+    expect(stored).not.toContain(code.replace('-', ''));
+    expect(await server.store.findAgentIdByUserCode(code)).toBeNull();
+    expect(await server.store.findAgentIdByUserCode(server.app.deps.userCodes.lookupKey(code.toLowerCase())!)).toBe(agent.id);
+    expect((await c.status(agent.host, agent.id)).json.approval.user_code).toBe(code);
+  });
+
   it('a client polling much faster than the interval is told slow_down (429, Retry-After), one at the interval never is', async () => {
     const agent = await pendingAgent();
     expect((await c.status(agent.host, agent.id)).status).toBe(200);

@@ -273,7 +273,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const host = hostFixture();
         const snapshot = snapshotFixture(host.id, {
           agent: {
-            approval: { id: uid('apr'), userCode: 'ABCD-EFGH', grantIds: ['g1'], createdAtMs: 1, expiresAtMs: 2, intervalSeconds: 5 },
+            approval: { id: uid('apr'), grantIds: ['g1'], createdAtMs: 1, expiresAtMs: 2, intervalSeconds: 5 },
             reason: 'waiting',
             lastUsedAtMs: 7,
           },
@@ -472,7 +472,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       it('casAgent sets an approval and approval: null removes it', async () => {
         const { snapshot } = await seedAgent();
         const id = snapshot.agent.id;
-        const approval = { id: uid('apr'), userCode: 'WXYZ-1234', grantIds: [snapshot.grants[0]!.id], createdAtMs: 1, expiresAtMs: 2, intervalSeconds: 5 };
+        const approval = { id: uid('apr'), grantIds: [snapshot.grants[0]!.id], createdAtMs: 1, expiresAtMs: 2, intervalSeconds: 5 };
         const set = await store.casAgent(id, 1, { set: { approval } });
         expect(set.snapshot?.agent.approval).toEqual(approval);
         const removed = await store.casAgent(id, 2, { set: { approval: null } });
@@ -683,6 +683,23 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.recordHostJti(thumbprint, jti, 60_000)).toBe(false);
         expect(await store.recordHostJti(uid('thp'), jti, 60_000)).toBe(true);
         expect(await store.recordAgentJti(uid('agt'), jti, 60_000)).toBe(true);
+      });
+
+      it('a user-code lookup key finds its agent until the approval expires', async () => {
+        const [lookupKey, agentId] = [uid('luk'), uid('agt')];
+        expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
+        await store.indexUserCode(lookupKey, agentId, Date.now() + 150);
+        expect(await store.findAgentIdByUserCode(lookupKey)).toBe(agentId);
+        await sleep(250);
+        expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
+      });
+
+      it('a shared secret is created once and is the same for every caller', async () => {
+        const name = uid('secret');
+        const first = await store.sharedSecret(name);
+        expect(Buffer.from(first, 'base64url')).toHaveLength(32);
+        expect(await store.sharedSecret(name)).toBe(first);
+        expect(await store.sharedSecret(uid('secret'))).not.toBe(first);
       });
 
       it('a status poll is recorded once per window, per agent, and the window passes', async () => {

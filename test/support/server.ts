@@ -8,6 +8,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/catalog/catalog.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { startOperators } from '../../src/operators/setup.ts';
+import { userCodesFor } from '../../src/services/user-codes.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import { PolicyReloader } from '../../src/policy/reloader.ts';
@@ -95,8 +96,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
   const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
   const limits = createRateLimits(config, silentLogger, redisClient, catalog.list());
+  const userCodes = await userCodesFor(config.USER_CODE_KEY, store, () => {});
   const app = buildApp({
-    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, logger: silentLogger, limits,
+    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, logger: silentLogger, limits,
     reloadOperators: () => plugins.reload(),
     reloadPolicy: () => reloader.reload('admin'),
   });

@@ -39,7 +39,7 @@ const agent: AgentRecord = {
   lastUsedAtMs: NOW_MS + 3,
   absoluteExpiresAtMs: NOW_MS + 4,
   maxLifetimeExpiresAtMs: NOW_MS + 5,
-  approval: { id: 'apr_1', userCode: 'WDJB-MJHT', grantIds: ['grt_1'], createdAtMs: NOW_MS, expiresAtMs: NOW_MS + 6, intervalSeconds: 5 },
+  approval: { id: 'apr_1', grantIds: ['grt_1'], createdAtMs: NOW_MS, expiresAtMs: NOW_MS + 6, intervalSeconds: 5 },
 };
 
 const host: HostRecord = {

@@ -3,6 +3,7 @@
 // from Redis itself: a session deadline in the past is gone (Redis expires the key in real time),
 // and replay records expire after their ttl. Records are deep-copied on the way in and out, so a
 // caller can never change stored state except through these methods. Nothing survives a restart.
+import { randomBytes } from 'node:crypto';
 import { definedOnly } from '../../defined-only.ts';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
 import {
@@ -68,6 +69,8 @@ export class MemoryStore implements Store {
   readonly #agents = new Map<string, StoredAgent>();
   readonly #replay: ReplayRecords;
   readonly #listeners: ((agentId: string) => void)[] = [];
+  readonly #userCodes = new Map<string, { agentId: string; untilMs: number }>();
+  readonly #secrets = new Map<string, string>();
   #closed = false;
   readonly #onListenerError: ((error: Error) => void) | undefined;
 
@@ -262,6 +265,30 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     assertTaggable('host thumbprint', hostThumbprint);
     return this.#replay.record(JSON.stringify(['host', hostThumbprint, jti]), normalizeTtlMs(ttlMs));
+  }
+
+  async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
+    this.#assertOpen();
+    assertTaggable('agent id', agentId);
+    this.#userCodes.set(lookupKey, { agentId, untilMs });
+    // Bounded: expired entries go whenever the index is written.
+    for (const [key, entry] of this.#userCodes) if (entry.untilMs <= this.#now()) this.#userCodes.delete(key);
+  }
+
+  async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
+    this.#assertOpen();
+    const entry = this.#userCodes.get(lookupKey);
+    return entry && entry.untilMs > this.#now() ? entry.agentId : null;
+  }
+
+  async sharedSecret(name: string): Promise<string> {
+    this.#assertOpen();
+    let secret = this.#secrets.get(name);
+    if (secret === undefined) {
+      secret = randomBytes(32).toString('base64url');
+      this.#secrets.set(name, secret);
+    }
+    return secret;
   }
 
   async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {

@@ -29,6 +29,10 @@ export interface KeyLayout {
   hostByThumbprint(thumbprint: string): string;
   /** Replay record of a host JWT, partitioned by the host key thumbprint. */
   hostJti(thumbprint: string, jti: string): string;
+  /** User-code lookup key -> agent id (expires with the approval). */
+  userCode(lookupKey: string): string;
+  /** A secret shared by every instance. */
+  sharedSecret(name: string): string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
   readonly invalidationChannel: string;
 }
@@ -56,6 +60,8 @@ export function keyLayout(prefix: string): KeyLayout {
     hostAgentKey: (hostId, agentKeyThumbprint) => `${hostTag(hostId)}:agentkey:${agentKeyThumbprint}`,
     hostByThumbprint: (thumbprint) => `${prefix}hostkey:{${thumbprint}}`,
     hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,
+    userCode: (lookupKey) => `${prefix}ucode:{${lookupKey}}`,
+    sharedSecret: (name) => `${prefix}secret:${name}`,
     invalidationChannel: `${prefix}invalidate`,
   };
 }

@@ -2,6 +2,7 @@
 // encoding in codec.ts, connections in connection.ts, the invalidation subscriber in
 // invalidations.ts. Every read-then-write transition is one script in one hash slot, so it is
 // atomic on a single Redis and on Redis Cluster alike.
+import { randomBytes } from 'node:crypto';
 import type { AgentSnapshot, HostRecord, HostStatus } from '../../domain/types.ts';
 import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs } from '../checks.ts';
 import type {
@@ -358,6 +359,25 @@ export class RedisStore implements Store {
   async recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean> {
     assertTaggable('host thumbprint', hostThumbprint);
     return this.#recordOnce(this.#keys.hostJti(hostThumbprint, jti), ttlMs);
+  }
+
+  async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
+    assertTaggable('agent id', agentId);
+    if (!isTaggable(lookupKey)) throw new Error('a user-code lookup key must be taggable');
+    await this.#connection.set(this.#keys.userCode(lookupKey), agentId, 'PXAT', msString(untilMs, 'untilMs'));
+  }
+
+  async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
+    if (!isTaggable(lookupKey)) return null;
+    return this.#connection.get(this.#keys.userCode(lookupKey));
+  }
+
+  async sharedSecret(name: string): Promise<string> {
+    const key = this.#keys.sharedSecret(name);
+    await this.#connection.set(key, randomBytes(32).toString('base64url'), 'NX');
+    const secret = await this.#connection.get(key);
+    if (secret === null) throw new Error(`shared secret ${name} vanished right after it was set`);
+    return secret;
   }
 
   async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {

@@ -2,7 +2,6 @@
 // call one service, shape the response.
 import { Router } from 'express';
 import { requireIntrospectionToken } from '../auth/operator-tokens.ts';
-import { ApiError } from '../errors.ts';
 import * as agents from '../services/agents.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { introspectToken } from '../services/introspect.ts';

@@ -166,6 +166,13 @@ export interface Store {
    */
   sharedSecret(name: string): Promise<string>;
 
+  // ---- people's sessions ----------------------------------------------------------------------
+  /** Stores a session's JSON under its key (a hash of the cookie's id, never the id itself) for ttlMs. */
+  saveSession(key: string, json: string, ttlMs: number): Promise<void>;
+  /** The session's JSON, or null when it never existed or expired. */
+  loadSession(key: string): Promise<string | null>;
+  deleteSession(key: string): Promise<void>;
+
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;
   onAgentInvalidation(listener: (agentId: string) => void): void;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GrantRecord } from '../../src/domain/types.ts';
 import { Client, code } from '../support/client.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { CONSTRAINT_CASES, type ConstraintCase } from '../support/constraint-cases.ts';
+import { CONSTRAINT_CASES } from '../support/constraint-cases.ts';
 
 
 const cases = CONSTRAINT_CASES;

@@ -694,6 +694,20 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
       });
 
+      it('a person session is saved, loaded, replaced, deleted, and expires with its ttl', async () => {
+        const key = uid('ses');
+        expect(await store.loadSession(key)).toBeNull();
+        await store.saveSession(key, '{"a":1}', 60_000);
+        expect(await store.loadSession(key)).toBe('{"a":1}');
+        await store.saveSession(key, '{"a":2}', 100);
+        expect(await store.loadSession(key)).toBe('{"a":2}');
+        await sleep(200);
+        expect(await store.loadSession(key)).toBeNull();
+        await store.saveSession(key, '{}', 60_000);
+        await store.deleteSession(key);
+        expect(await store.loadSession(key)).toBeNull();
+      });
+
       it('a shared secret is created once and is the same for every caller', async () => {
         const name = uid('secret');
         const first = await store.sharedSecret(name);

@@ -3,7 +3,6 @@
 // from Redis itself: a session deadline in the past is gone (Redis expires the key in real time),
 // and replay records expire after their ttl. Records are deep-copied on the way in and out, so a
 // caller can never change stored state except through these methods. Nothing survives a restart.
-import { randomBytes } from 'node:crypto';
 import { definedOnly } from '../../defined-only.ts';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
 import {
@@ -15,11 +14,10 @@ import {
   isTaggable,
   normalizeTtlMs,
 } from '../checks.ts';
-import { AGENT_PATCH_FIELDS, HOST_PATCH_FIELDS } from '../records.ts';
+import { HOST_PATCH_FIELDS } from '../records.ts';
 import type {
   AgentAdmission,
   AgentChange,
-  AgentPatch,
   CasResult,
   CreateAgentResult,
   ExecuteRoundTrip,
@@ -29,6 +27,8 @@ import type {
   Store,
 } from '../store.ts';
 import { ReplayCacheFullError, ReplayRecords } from './replay-records.ts';
+import { applyPatch, isUsable } from './agent-changes.ts';
+import { MemoryShortLived } from './short-lived.ts';
 
 /** What every call of a closed memory store throws (the Redis store's closed connection, here). */
 export class MemoryStoreClosedError extends Error {
@@ -69,14 +69,14 @@ export class MemoryStore implements Store {
   readonly #agents = new Map<string, StoredAgent>();
   readonly #replay: ReplayRecords;
   readonly #listeners: ((agentId: string) => void)[] = [];
-  readonly #userCodes = new Map<string, { agentId: string; untilMs: number }>();
-  readonly #secrets = new Map<string, string>();
+  readonly #shortLived: MemoryShortLived;
   #closed = false;
   readonly #onListenerError: ((error: Error) => void) | undefined;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.#now = options.now ?? Date.now;
     this.#onListenerError = options.onListenerError;
+    this.#shortLived = new MemoryShortLived(this.#now);
     this.#replay = new ReplayRecords(this.#now, options.maxReplayRecords);
   }
 
@@ -267,33 +267,36 @@ export class MemoryStore implements Store {
     return this.#replay.record(JSON.stringify(['host', hostThumbprint, jti]), normalizeTtlMs(ttlMs));
   }
 
+  // ---- short-lived records (short-lived.ts) ---------------------------------------------------
+
   async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
     this.#assertOpen();
     assertTaggable('agent id', agentId);
-    this.#userCodes.set(lookupKey, { agentId, untilMs });
-    // Bounded: expired entries go whenever the index is written.
-    for (const [key, entry] of this.#userCodes) if (entry.untilMs <= this.#now()) this.#userCodes.delete(key);
+    this.#shortLived.indexUserCode(lookupKey, agentId, untilMs);
   }
 
   async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
-    this.#assertOpen();
-    const entry = this.#userCodes.get(lookupKey);
-    return entry && entry.untilMs > this.#now() ? entry.agentId : null;
+    return this.#open(() => this.#shortLived.findAgentIdByUserCode(lookupKey));
   }
 
   async sharedSecret(name: string): Promise<string> {
-    this.#assertOpen();
-    let secret = this.#secrets.get(name);
-    if (secret === undefined) {
-      secret = randomBytes(32).toString('base64url');
-      this.#secrets.set(name, secret);
-    }
-    return secret;
+    return this.#open(() => this.#shortLived.sharedSecret(name));
   }
 
   async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
-    this.#assertOpen();
-    return this.#replay.record(JSON.stringify(['poll', agentId]), normalizeTtlMs(windowMs));
+    return this.#open(() => this.#shortLived.recordStatusPoll(agentId, windowMs));
+  }
+
+  async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
+    return this.#open(() => this.#shortLived.saveSession(key, json, ttlMs));
+  }
+
+  async loadSession(key: string): Promise<string | null> {
+    return this.#open(() => this.#shortLived.loadSession(key));
+  }
+
+  async deleteSession(key: string): Promise<void> {
+    return this.#open(() => this.#shortLived.deleteSession(key));
   }
 
   // ---- key-cache invalidation ----------------------------------------------------------------
@@ -339,6 +342,12 @@ export class MemoryStore implements Store {
     if (this.#closed) throw new MemoryStoreClosedError();
   }
 
+  /** Runs `fn` on an open store. */
+  #open<T>(fn: () => T): T {
+    this.#assertOpen();
+    return fn();
+  }
+
   /** A deadline already past on the wall clock is dropped, as Redis drops an expired key. */
   #setSession(stored: StoredAgent, deadlineMs: number | null): void {
     stored.sessionExpiresAtMs = deadlineMs !== null && deadlineMs > this.#now() ? deadlineMs : null;
@@ -362,34 +371,6 @@ export class MemoryStore implements Store {
     if (!set) this.#hostAgentIds.set(hostId, (set = new Set()));
     return set;
   }
-}
-
-/** The hot path's usability rule (DESIGN §2 step 5), evaluated exactly as the Redis script does. */
-function isUsable(agent: AgentRecord, sessionExpiresAtMs: number | null, nowMs: number): boolean {
-  return (
-    agent.status === 'active' &&
-    agent.hostStatus === 'active' &&
-    sessionExpiresAtMs !== null &&
-    sessionExpiresAtMs > nowMs &&
-    agent.maxLifetimeExpiresAtMs > nowMs &&
-    agent.absoluteExpiresAtMs > nowMs
-  );
-}
-
-/**
- * Applies a patch the way the cas script does: only the fields records.ts lets a patch change (an
- * `id` or `version` smuggled in by a spread is ignored), undefined leaves a field alone, and `null`
- * removes a removable one (the approval).
- */
-function applyPatch(agent: AgentRecord, patch: AgentPatch, nextVersion: number): AgentRecord {
-  const fields = copy(patch);
-  const next: AgentRecord = { ...agent, ...definedOnly(fields, AGENT_PATCH_FIELDS.set), version: nextVersion };
-  for (const field of AGENT_PATCH_FIELDS.remove) {
-    const value = fields[field];
-    if (value === null) delete next[field];
-    else if (value !== undefined) next[field] = value;
-  }
-  return next;
 }
 
 function hostKey(hostId: string, keyThumbprint: string): string {

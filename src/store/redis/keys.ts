@@ -31,6 +31,8 @@ export interface KeyLayout {
   hostJti(thumbprint: string, jti: string): string;
   /** User-code lookup key -> agent id (expires with the approval). */
   userCode(lookupKey: string): string;
+  /** A person's session (the approval page), keyed by a hash of its cookie's id. */
+  personSession(key: string): string;
   /** A secret shared by every instance. */
   sharedSecret(name: string): string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
@@ -62,6 +64,7 @@ export function keyLayout(prefix: string): KeyLayout {
     hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,
     userCode: (lookupKey) => `${prefix}ucode:{${lookupKey}}`,
     sharedSecret: (name) => `${prefix}secret:${name}`,
+    personSession: (key) => `${prefix}psession:{${key}}`,
     invalidationChannel: `${prefix}invalidate`,
   };
 }

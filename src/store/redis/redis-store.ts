@@ -2,7 +2,6 @@
 // encoding in codec.ts, connections in connection.ts, the invalidation subscriber in
 // invalidations.ts. Every read-then-write transition is one script in one hash slot, so it is
 // atomic on a single Redis and on Redis Cluster alike.
-import { randomBytes } from 'node:crypto';
 import type { AgentSnapshot, HostRecord, HostStatus } from '../../domain/types.ts';
 import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs } from '../checks.ts';
 import type {
@@ -25,7 +24,6 @@ import {
   encodeAgent,
   encodeAgentPatch,
   encodeHost,
-  encodeHostKey,
   encodeHostPatch,
   grantTriple,
   msString,
@@ -43,11 +41,13 @@ import {
 import { InvalidationSubscriber } from './invalidations.ts';
 import { keyLayout, type KeyLayout } from './keys.ts';
 import { SCRIPTS, type ScriptName } from './scripts.ts';
+import { RedisShortLived } from './short-lived.ts';
+import { rotateHostKeyInRedis } from './host-rotation.ts';
 
 export type { RedisStoreOptions } from './connection.ts';
 
 /** The scripts as ioredis exposes them after defineCommand: keys first, then arguments. */
-type ScriptCommands = Record<ScriptName, (...keysThenArgs: string[]) => Promise<unknown>>;
+export type ScriptCommands = Record<ScriptName, (...keysThenArgs: string[]) => Promise<unknown>>;
 
 /** How often createHost re-reads a thumbprint index that another writer holds (see createHost). */
 const THUMBPRINT_CLAIM_ATTEMPTS = 3;
@@ -73,6 +73,7 @@ export class RedisStore implements Store {
   readonly #keys: KeyLayout;
   readonly #options: RedisStoreOptions;
   readonly #invalidations: InvalidationSubscriber;
+  readonly #shortLived: RedisShortLived;
 
   /** Use createRedisStore, which connects and checks the server first. */
   constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions) {
@@ -81,6 +82,7 @@ export class RedisStore implements Store {
     this.#keys = keys;
     this.#options = options;
     this.#invalidations = new InvalidationSubscriber(options, keys.invalidationChannel);
+    this.#shortLived = new RedisShortLived(connection, keys);
   }
 
   /**
@@ -149,57 +151,13 @@ export class RedisStore implements Store {
     return { host: decodeHost(reply[1]), updated: reply[0] === 'ok' };
   }
 
-  /**
-   * The host hash and the two thumbprint indexes live in three different slots, so rotation is a
-   * sequence whose every intermediate state is safe:
-   *   1. claim the new thumbprint's index with SET NX ('taken' if another host owns it); from here
-   *      on no other host can register or rotate onto that key;
-   *   2. compare-and-set the thumbprint in the host hash ('conflict' or 'not_found' if it is no
-   *      longer the expected one), releasing the index claimed in step 1 on failure;
-   *   3. delete the old thumbprint's index, only if it still points at this host.
-   * A crash after 1 leaves the new index pointing at a host that does not use it, and a crash after
-   * 2 leaves the old index behind; findHostByThumbprint checks the host's own thumbprint, so
-   * neither ever resolves to the wrong key.
-   */
-  async rotateHostKey(
+  /** See host-rotation.ts for the order of its steps and why every intermediate state is safe. */
+  rotateHostKey(
     hostId: string,
     expectedThumbprint: string,
     next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
   ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'> {
-    if (!isTaggable(hostId)) return 'not_found';
-    assertTaggable('host thumbprint', next.thumbprint);
-    const newIndex = this.#keys.hostByThumbprint(next.thumbprint);
-    const claim = next.thumbprint === expectedThumbprint ? 'ours' : await this.#claimThumbprint(newIndex, hostId);
-    if (claim === 'taken') return 'taken';
-    const [outcome, current] = (await this.#scripts.agentgateRotateHostKey(
-      this.#keys.host(hostId),
-      expectedThumbprint,
-      ...encodeHostKey(next),
-    )) as [string, string | undefined];
-    if (outcome !== 'ok') {
-      // Release only a claim this call made, and never while the host actually uses that key
-      // (a concurrent rotation of the same host onto the same key may have won).
-      if (claim === 'claimed' && current !== next.thumbprint) {
-        await this.#scripts.agentgateDeleteIfValue(newIndex, hostId);
-      }
-      return outcome === 'not_found' ? 'not_found' : 'conflict';
-    }
-    if (next.thumbprint !== expectedThumbprint) {
-      await this.#scripts.agentgateDeleteIfValue(this.#keys.hostByThumbprint(expectedThumbprint), hostId);
-    }
-    return 'ok';
-  }
-
-  /** Step 1 of rotateHostKey: 'claimed' by this call, 'ours' already (a retry), or 'taken'. */
-  async #claimThumbprint(indexKey: string, hostId: string): Promise<'claimed' | 'ours' | 'taken'> {
-    for (let attempt = 0; attempt < 2; attempt++) {
-      if ((await this.#connection.set(indexKey, hostId, 'NX')) === 'OK') return 'claimed';
-      const owner = await this.#connection.get(indexKey);
-      if (owner === hostId) return 'ours';
-      if (owner !== null) return 'taken';
-      // The owner released the index between our two commands; try the claim once more.
-    }
-    return 'taken';
+    return rotateHostKeyInRedis({ connection: this.#connection, scripts: this.#scripts, keys: this.#keys }, hostId, expectedThumbprint, next);
   }
 
   async listHostAgentIds(hostId: string): Promise<string[]> {
@@ -361,28 +319,34 @@ export class RedisStore implements Store {
     return this.#recordOnce(this.#keys.hostJti(hostThumbprint, jti), ttlMs);
   }
 
-  async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
-    assertTaggable('agent id', agentId);
-    if (!isTaggable(lookupKey)) throw new Error('a user-code lookup key must be taggable');
-    await this.#connection.set(this.#keys.userCode(lookupKey), agentId, 'PXAT', msString(untilMs, 'untilMs'));
+  // ---- short-lived records (short-lived.ts) ---------------------------------------------------
+
+  indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
+    return this.#shortLived.indexUserCode(lookupKey, agentId, untilMs);
   }
 
-  async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
-    if (!isTaggable(lookupKey)) return null;
-    return this.#connection.get(this.#keys.userCode(lookupKey));
+  findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
+    return this.#shortLived.findAgentIdByUserCode(lookupKey);
   }
 
-  async sharedSecret(name: string): Promise<string> {
-    const key = this.#keys.sharedSecret(name);
-    await this.#connection.set(key, randomBytes(32).toString('base64url'), 'NX');
-    const secret = await this.#connection.get(key);
-    if (secret === null) throw new Error(`shared secret ${name} vanished right after it was set`);
-    return secret;
+  sharedSecret(name: string): Promise<string> {
+    return this.#shortLived.sharedSecret(name);
   }
 
-  async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
-    if (!isTaggable(agentId)) return true;
-    return this.#recordOnce(this.#keys.statusPoll(agentId), windowMs);
+  recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
+    return this.#shortLived.recordStatusPoll(agentId, windowMs);
+  }
+
+  saveSession(key: string, json: string, ttlMs: number): Promise<void> {
+    return this.#shortLived.saveSession(key, json, ttlMs);
+  }
+
+  loadSession(key: string): Promise<string | null> {
+    return this.#shortLived.loadSession(key);
+  }
+
+  deleteSession(key: string): Promise<void> {
+    return this.#shortLived.deleteSession(key);
   }
 
   async #recordOnce(key: string, ttlMs: number): Promise<boolean> {

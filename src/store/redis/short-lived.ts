@@ -1,0 +1,58 @@
+// The Redis store's short-lived records, one key each with an expiry: the approval page's user-code
+// index, people's sessions, status-poll marks and shared secrets. None of them belongs to an agent's
+// slot (a lookup by code or session comes before anyone knows the agent), so each is a single key
+// touched alone, and Redis's own expiry is their clean-up.
+import { randomBytes } from 'node:crypto';
+import { assertFiniteMs, assertTaggable, isTaggable, normalizeTtlMs } from '../checks.ts';
+import type { RedisConnection } from './connection.ts';
+import type { KeyLayout } from './keys.ts';
+
+export class RedisShortLived {
+  readonly #connection: RedisConnection;
+  readonly #keys: KeyLayout;
+
+  constructor(connection: RedisConnection, keys: KeyLayout) {
+    this.#connection = connection;
+    this.#keys = keys;
+  }
+
+  async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
+    assertTaggable('agent id', agentId);
+    if (!isTaggable(lookupKey)) throw new Error('a user-code lookup key must be taggable');
+    assertFiniteMs('untilMs', untilMs);
+    await this.#connection.set(this.#keys.userCode(lookupKey), agentId, 'PXAT', String(Math.ceil(untilMs)));
+  }
+
+  async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
+    if (!isTaggable(lookupKey)) return null;
+    return this.#connection.get(this.#keys.userCode(lookupKey));
+  }
+
+  async sharedSecret(name: string): Promise<string> {
+    const key = this.#keys.sharedSecret(name);
+    await this.#connection.set(key, randomBytes(32).toString('base64url'), 'NX');
+    const secret = await this.#connection.get(key);
+    if (secret === null) throw new Error(`shared secret ${name} vanished right after it was set`);
+    return secret;
+  }
+
+  async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
+    if (!isTaggable(agentId)) return true;
+    return (await this.#connection.set(this.#keys.statusPoll(agentId), '1', 'PX', normalizeTtlMs(windowMs), 'NX')) === 'OK';
+  }
+
+  async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
+    if (!isTaggable(key)) throw new Error('a session key must be taggable');
+    await this.#connection.set(this.#keys.personSession(key), json, 'PX', normalizeTtlMs(ttlMs));
+  }
+
+  async loadSession(key: string): Promise<string | null> {
+    if (!isTaggable(key)) return null;
+    return this.#connection.get(this.#keys.personSession(key));
+  }
+
+  async deleteSession(key: string): Promise<void> {
+    if (!isTaggable(key)) return;
+    await this.#connection.del(this.#keys.personSession(key));
+  }
+}

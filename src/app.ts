@@ -12,6 +12,7 @@ import { adminRouter } from './http/admin.ts';
 import { bodyDepthLimit } from './http/body-depth.ts';
 import { agentRouter } from './http/agent.ts';
 import { capabilityRouter } from './http/capability.ts';
+import { devicePagesRouter, type OidcSignInFlow } from './http/device.ts';
 import { discoveryRouter } from './http/discovery.ts';
 import { errorHandler, notFoundHandler } from './http/errors.ts';
 import { healthRouter } from './http/health.ts';
@@ -23,6 +24,7 @@ import type { PluginSandbox } from './operators/sandbox.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
+import { Sessions } from './services/people.ts';
 import type { UserCodes } from './services/user-codes.ts';
 import { redisCallDeadlineMs } from './deadline.ts';
 import { failClosedStore } from './store/guard.ts';
@@ -37,6 +39,8 @@ export interface AppDependencies {
   operators: OperatorRegistry;
   pluginSandbox: PluginSandbox;
   userCodes: UserCodes;
+  /** People sign in through this OpenID Connect provider on the approval page; absent: not configured. */
+  oidc?: OidcSignInFlow | undefined;
   logger: Logger;
   limits: RateLimits;
   runCapability?: CapabilityRunner;
@@ -103,6 +107,10 @@ export function buildApp(input: AppDependencies): App {
   app.use(agentRouter(deps));
   app.use(hostRouter(deps));
   app.use(adminRouter(deps));
+  const sessions = new Sessions(store, clock, {
+    idleSeconds: config.SESSION_IDLE_SECONDS, maxSeconds: config.SESSION_MAX_SECONDS, freshSeconds: config.SIGN_IN_FRESH_SECONDS,
+  });
+  app.use(devicePagesRouter({ ...deps, sessions, oidc: input.oidc }));
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
   return { app, deps };

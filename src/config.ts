@@ -51,6 +51,19 @@ const schema = z
 
     APPROVAL_EXPIRES_IN_SECONDS: seconds(30, 86_400).default(600),
     APPROVAL_INTERVAL_SECONDS: seconds(1, 60).default(5),
+    /** People's sessions on the approval page: idle timeout and absolute lifetime. */
+    SESSION_IDLE_SECONDS: seconds(60, 86_400).default(1800),
+    SESSION_MAX_SECONDS: seconds(300, 2_592_000).default(43_200),
+    /** How recent a sign-in must be to approve or deny (protocol §10: approvals need a fresh sign-in). */
+    SIGN_IN_FRESH_SECONDS: seconds(30, 3600).default(300),
+    /** The OpenID Connect provider people sign in with (authorization code + PKCE). */
+    OIDC_ISSUER: z.url({ protocol: /^https?$/ }).optional(),
+    OIDC_CLIENT_ID: z.string().min(1).max(256).optional(),
+    OIDC_CLIENT_SECRET: z.string().min(1).max(1024).optional(),
+    /** A sign-in that asks only for a name, for trying agentgate locally. Never in production. */
+    INSECURE_DEV_SIGN_IN: bool.default(false),
+    /** Code lookups on the approval page per client address per hour (each failed or not). */
+    RATE_LIMIT_USER_CODE_ATTEMPTS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(60),
     /**
      * Key user codes are derived and looked up with. Unset: one random key kept in the store (shared
      * by every instance), which a reader of Redis could also read; set it to keep codes secret from them.
@@ -116,6 +129,12 @@ const schema = z
   .superRefine((c, ctx) => {
     if (c.WORKERS > 1 && !c.REDIS_URL) {
       ctx.addIssue({ code: 'custom', path: ['WORKERS'], message: 'more than one worker needs REDIS_URL (the memory store is per process)' });
+    }
+    if ((c.OIDC_ISSUER === undefined) !== (c.OIDC_CLIENT_ID === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['OIDC_CLIENT_ID'], message: 'OIDC_ISSUER and OIDC_CLIENT_ID go together' });
+    }
+    if (c.SESSION_IDLE_SECONDS > c.SESSION_MAX_SECONDS) {
+      ctx.addIssue({ code: 'custom', path: ['SESSION_IDLE_SECONDS'], message: 'must not exceed SESSION_MAX_SECONDS' });
     }
     if (c.HTTP_HEADERS_TIMEOUT_MS > c.HTTP_REQUEST_TIMEOUT_MS) {
       ctx.addIssue({ code: 'custom', path: ['HTTP_HEADERS_TIMEOUT_MS'], message: 'must not exceed HTTP_REQUEST_TIMEOUT_MS' });

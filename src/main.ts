@@ -60,6 +60,7 @@ async function main(): Promise<void> {
   let stop = (_reason: string, exitCode: number): void => process.exit(exitCode);
   installProcessGuards(logger, () => stop('uncaughtException', 1));
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stop(signal, 0));
+  if (config.INSECURE_DEV_SIGN_IN) logger.warn('INSECURE_DEV_SIGN_IN is on: anyone can sign in to the approval page by typing a name and approve agents; for local use only');
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient } = await openStore(config, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);

@@ -8,7 +8,7 @@ import { redisCallDeadlineMs, within } from '../deadline.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 
-export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration'] as const;
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 export interface LimitSpec {
@@ -24,6 +24,7 @@ export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     ip: { points: config.RATE_LIMIT_IP_PER_MINUTE, durationSeconds: 60 },
     registration: { points: config.RATE_LIMIT_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
     unknownHostRegistration: { points: config.RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
+    userCodeAttempt: { points: config.RATE_LIMIT_USER_CODE_ATTEMPTS_PER_HOUR, durationSeconds: 3600 },
   };
 }
 

@@ -52,6 +52,8 @@ export interface ApprovalDecision {
   userId: string;
   /** The code the approver was shown: when given, it must name the agent's open approval. */
   userCode?: string | undefined;
+  /** The approval the approver was shown (the approval page): when given, it must be the open one. */
+  approvalId?: string | undefined;
 }
 
 /**
@@ -98,7 +100,10 @@ function decidedGrants(userCodes: UserCodes, current: AgentSnapshot, decision: A
   if (decision.userCode !== undefined && !userCodes.matches(decision.userCode, approval.id)) {
     throw new ApiError('invalid_request', "the user code does not name the agent's open approval (it was superseded by a newer request, or never existed)");
   }
-  if (approval.expiresAtMs <= nowMs) throw new ApiError('invalid_request', 'the approval has expired; the agent must ask again');
+  if (decision.approvalId !== undefined && decision.approvalId !== approval.id) {
+    throw new ApiError('invalid_request', 'this approval was replaced by a newer request; look at the new code');
+  }
+  if (approval.expiresAtMs <= nowMs) throw new ApiError('expired_token', 'the approval has expired; the agent must ask again');
   const decides = new Set(approval.grantIds);
   return grants.filter((g) => g.status === 'pending' && decides.has(g.id));
 }

@@ -95,7 +95,7 @@ describe.each(['memory', 'redis'] as const)('device authorization (%s store)', (
     const agent = await pendingAgent();
     server.clock.advance((server.config.APPROVAL_EXPIRES_IN_SECONDS + 1) * 1000);
     try {
-      expect(code(await c.admin('POST', `/admin/agents/${agent.id}/approve`, { user_id: 'user-1' }))).toBe('400 invalid_request');
+      expect(code(await c.admin('POST', `/admin/agents/${agent.id}/approve`, { user_id: 'user-1' }))).toBe('400 expired_token');
       const fresh = await deviceCode(agent.host, agent.id);
       expect(fresh.status).toBe(200);
       expect((await c.admin('POST', `/admin/agents/${agent.id}/approve`, { user_id: 'user-1', user_code: fresh.json.user_code })).json.status).toBe('active');

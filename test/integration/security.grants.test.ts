@@ -109,7 +109,7 @@ describe.each(['memory', 'redis'] as const)('grants and approvals (%s store)', (
       await c.requestCapability(agent, { capabilities: ['weather_lookup'] });
       server.clock.advance((server.config.APPROVAL_EXPIRES_IN_SECONDS + 1) * 1000);
       try {
-        expect(code(await c.admin('POST', `/admin/agents/${agent.id}/approve`, { user_id: 'user-1' }))).toBe('400 invalid_request');
+        expect(code(await c.admin('POST', `/admin/agents/${agent.id}/approve`, { user_id: 'user-1' }))).toBe('400 expired_token');
       } finally {
         server.clock.advance(-(server.config.APPROVAL_EXPIRES_IN_SECONDS + 1) * 1000);
       }

@@ -1,0 +1,114 @@
+// The approval page's HTML (protocol §10; DESIGN §8). Server-rendered, no script at all, one
+// stylesheet; every form carries the session's CSRF token; every string an agent or host chose is
+// cleaned (displayText), escaped (html) and never a link. Plain words: a person should know what
+// they are about to allow, and that they should only go on if they started it.
+import type { ApprovalForPerson } from '../../services/device-approvals.ts';
+import { displayText, html, type SafeHtml } from './html.ts';
+
+const LIMITS = { name: 200, hostName: 200, reason: 500, description: 500, constraints: 2000 } as const;
+
+export function layout(title: string, body: SafeHtml, signedInAs?: { name: string; csrfToken: string }): SafeHtml {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${title} · agentgate</title>
+<link rel="stylesheet" href="/static/agentgate.css">
+</head>
+<body>
+<header><strong>agentgate</strong>${signedInAs ? html` <span class="who">signed in as ${displayText(signedInAs.name, 80)}</span>
+<form method="post" action="/signout" class="inline"><input type="hidden" name="csrf" value="${signedInAs.csrfToken}"><button type="submit" class="link">Sign out</button></form>` : ''}</header>
+<main>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+export function codePage(error?: string, prefill?: string): SafeHtml {
+  return html`<h1>Connect an agent</h1>
+<p>An agent asked for permission to act for you. Enter the code it shows to see exactly what it asks for. <strong>Only go on if you started this yourself.</strong></p>
+${error ? html`<p class="error" role="alert">${error}</p>` : ''}
+<form method="get" action="/device">
+<label for="user_code">Code</label>
+<input id="user_code" name="user_code" autocomplete="off" autocapitalize="characters" spellcheck="false" maxlength="16" placeholder="XXXX-XXXX" value="${prefill ?? ''}" required>
+<button type="submit">Continue</button>
+</form>`;
+}
+
+function constraintsText(constraints: Record<string, unknown> | undefined): string {
+  if (!constraints || Object.keys(constraints).length === 0) return '';
+  return displayText(JSON.stringify(constraints), LIMITS.constraints);
+}
+
+export function approvalPage(view: ApprovalForPerson, csrfToken: string, nowMs: number): SafeHtml {
+  const minutesLeft = Math.max(1, Math.round((view.expiresAtMs - nowMs) / 60_000));
+  const hostName = displayText(view.host.name, LIMITS.hostName) || '(an unnamed host)';
+  return html`<h1>Allow this agent?</h1>
+<p>Approving lets the agent below act <strong>on your behalf</strong> with the capabilities you tick. <strong>Only approve if you started this yourself.</strong> This request expires in about ${minutesLeft} minute${minutesLeft === 1 ? '' : 's'}.</p>
+<dl class="facts">
+<dt>Agent</dt><dd>${displayText(view.agent.name, LIMITS.name)}</dd>
+<dt>Running on</dt><dd>${hostName}</dd>
+<dt>Acts</dt><dd>${view.agent.mode === 'delegated' ? 'for you' : 'on its own'}</dd>
+${view.agent.reason ? html`<dt>Says why</dt><dd class="quoted">${displayText(view.agent.reason, LIMITS.reason)}</dd>` : ''}
+</dl>
+<form method="post" action="/device/decision">
+<input type="hidden" name="csrf" value="${csrfToken}">
+<input type="hidden" name="agent_id" value="${view.agent.id}">
+<input type="hidden" name="approval_id" value="${view.approvalId}">
+${view.requested.length === 0
+    ? html`<p>It asks only to be connected; it gets no capabilities until you grant them.</p>`
+    : html`<fieldset><legend>It asks to</legend>
+${view.requested.map((r, i) => html`<div class="capability">
+<input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" checked>
+<label for="cap-${i}"><code>${displayText(r.capability, 128)}</code>: ${displayText(r.description, LIMITS.description)}</label>
+${constraintsText(r.constraints) ? html`<p class="limits">Only within: <code>${constraintsText(r.constraints)}</code></p>` : ''}
+${r.reason ? html`<p class="quoted">${displayText(r.reason, LIMITS.reason)}</p>` : ''}
+</div>`)}
+</fieldset>`}
+<div class="actions">
+<button type="submit" name="verdict" value="approve">Approve ticked</button>
+<button type="submit" name="verdict" value="deny" class="secondary">Deny all</button>
+</div>
+</form>`;
+}
+
+export function decidedPage(verdict: 'approve' | 'deny', agentName: string): SafeHtml {
+  return verdict === 'approve'
+    ? html`<h1>Done</h1><p>You approved <strong>${displayText(agentName, LIMITS.name)}</strong>. You can close this page and go back to your agent.</p>`
+    : html`<h1>Denied</h1><p>You denied <strong>${displayText(agentName, LIMITS.name)}</strong>. It was told, and cannot ask with this code again. You can close this page.</p>`;
+}
+
+export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean }): SafeHtml {
+  return html`<h1>Sign in</h1>
+<p>Sign in to see what the agent asks for. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>
+${methods.oidc ? html`<p><a class="button" href="/signin/start?return_to=${encodeURIComponent(returnTo)}">Sign in with your account</a></p>` : ''}
+${methods.dev ? html`<form method="post" action="/signin/dev">
+<p class="warning">Development sign-in: anyone can be anyone. Never use it in production (INSECURE_DEV_SIGN_IN).</p>
+<input type="hidden" name="csrf" value="${csrfToken}">
+<input type="hidden" name="return_to" value="${returnTo}">
+<label for="name">Your name</label>
+<input id="name" name="name" maxlength="64" required autocomplete="username">
+<button type="submit">Sign in</button>
+</form>` : ''}
+${!methods.oidc && !methods.dev ? html`<p class="error">No sign-in is configured on this server (OIDC_ISSUER, or INSECURE_DEV_SIGN_IN for local use).</p>` : ''}`;
+}
+
+export function errorPage(message: string): SafeHtml {
+  return html`<h1>That did not work</h1><p class="error" role="alert">${message}</p><p><a href="/device">Enter a code</a></p>`;
+}
+
+export const STYLESHEET = `body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1d1d1f;line-height:1.5}
+header{display:flex;gap:1rem;align-items:baseline;border-bottom:1px solid #ddd;padding-bottom:.5rem;margin-bottom:1rem}
+.who{color:#555}.inline{display:inline;margin:0}
+button,.button{font:inherit;padding:.5rem 1rem;border-radius:.4rem;border:1px solid #0b57d0;background:#0b57d0;color:#fff;cursor:pointer;text-decoration:none;display:inline-block}
+button.secondary{background:#fff;color:#b3261e;border-color:#b3261e}button.link{background:none;border:none;color:#0b57d0;padding:0;text-decoration:underline}
+input[type=text],input:not([type]){font:inherit;padding:.4rem;width:100%;max-width:20rem;display:block;margin:.25rem 0 .75rem}
+.error{color:#b3261e}.warning{background:#fff4e5;padding:.5rem;border-radius:.4rem}
+.facts dt{font-weight:600}.facts dd{margin:0 0 .5rem}.quoted{font-style:italic;color:#444;white-space:pre-wrap}
+fieldset{border:1px solid #ddd;border-radius:.4rem}.capability{margin:.5rem 0}.limits{margin:.25rem 0 0 1.5rem;color:#444}
+.actions{display:flex;gap:1rem;margin-top:1rem}code{overflow-wrap:anywhere}
+`;

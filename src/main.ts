@@ -9,6 +9,7 @@ import { loadCatalog } from './catalog/catalog.ts';
 import { createHttpServer, drain } from './http/server.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { startOperators } from './operators/setup.ts';
+import { createOidcSignIn } from './people/oidc-sign-in.ts';
 import { installProcessGuards } from './process-guards.ts';
 import { userCodesFor } from './services/user-codes.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
@@ -18,6 +19,9 @@ import { MemoryStore } from './store/memory/memory-store.ts';
 import { describeTarget } from './store/redis/connection.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
 import type { Store } from './store/store.ts';
+
+/** Every call to the OpenID Connect provider (discovery, token, keys, user info) is bounded by this. */
+const OIDC_TIMEOUT_MS = 5000;
 
 /** The store, and the Redis client the rate limiter shares with it (none for the memory store). */
 async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger): Promise<{ store: Store; redisClient?: unknown }> {
@@ -89,7 +93,14 @@ async function main(): Promise<void> {
     reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
   });
   const userCodes = await userCodesFor(config.USER_CODE_KEY, store, (message) => logger.warn(message));
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, logger, limits,
+  const oidc = config.OIDC_ISSUER && config.OIDC_CLIENT_ID
+    ? await createOidcSignIn({
+      issuer: config.OIDC_ISSUER, clientId: config.OIDC_CLIENT_ID, ...(config.OIDC_CLIENT_SECRET ? { clientSecret: config.OIDC_CLIENT_SECRET } : {}),
+      redirectUri: `${config.issuer}/signin/callback`, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: OIDC_TIMEOUT_MS,
+    })
+    : undefined;
+  if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
+  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
     reloadOperators,
   });

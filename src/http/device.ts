@@ -5,6 +5,7 @@
 // every form is checked against the session's CSRF token. Nothing in the protocol path uses this.
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import { ApiError, isApiError } from '../errors.ts';
+import { safeReturnTo as sameOriginPath } from '../people/oidc-urls.ts';
 import type { Logger } from '../logger.ts';
 import { decideAsPerson, findApprovalByCode, type PageDeps } from '../services/device-approvals.ts';
 import type { PersonSession } from '../services/people.ts';
@@ -24,9 +25,10 @@ export interface DevicePageDeps extends PageDeps {
 export const SESSION_COOKIE = 'agentgate_session';
 const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/** A same-origin path to come back to after sign-in; anything else (another origin, `//x`) is `/device`. */
+/** A same-origin path to come back to after sign-in (people/oidc-urls.ts decides); otherwise the code page. */
 function safeReturnTo(value: unknown): string {
-  return typeof value === 'string' && /^\/(?![/\\])/.test(value) && value.length <= 512 ? value : '/device';
+  const path = typeof value === 'string' ? sameOriginPath(value) : '/';
+  return path === '/' ? '/device' : path;
 }
 
 function cookieValue(req: Request, name: string): string | undefined {

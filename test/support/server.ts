@@ -9,6 +9,7 @@ import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../.
 import { silentLogger } from '../../src/logger.ts';
 import { startOperators } from '../../src/operators/setup.ts';
 import { userCodesFor } from '../../src/services/user-codes.ts';
+import { createOidcSignIn } from '../../src/people/oidc-sign-in.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import { PolicyReloader } from '../../src/policy/reloader.ts';
@@ -29,6 +30,11 @@ export interface TestServerOptions {
   pluginsDir?: string;
   /** A specific Redis for store 'redis' (default: test/support/redis.ts finds one). */
   redisUrl?: string;
+  /**
+   * People sign in through a real OpenID Connect provider: called with the server's callback URL
+   * (known only once it listens), it starts the provider and names the client.
+   */
+  oidc?: (redirectUri: string) => Promise<{ issuer: string; clientId: string; clientSecret?: string }>;
 }
 
 export interface TestServer {
@@ -97,8 +103,13 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
   const limits = createRateLimits(config, silentLogger, redisClient, catalog.list());
   const userCodes = await userCodesFor(config.USER_CODE_KEY, store, () => {});
+  const redirectUri = `http://127.0.0.1:${port}/signin/callback`;
+  const provider = options.oidc ? await options.oidc(redirectUri) : undefined;
+  const oidc = provider
+    ? await createOidcSignIn({ ...provider, redirectUri, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: 5000 })
+    : undefined;
   const app = buildApp({
-    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, logger: silentLogger, limits,
+    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger: silentLogger, limits,
     reloadOperators: () => plugins.reload(),
     reloadPolicy: () => reloader.reload('admin'),
   });

@@ -118,6 +118,9 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
       ...(claim ? { upsertGrants: revokeChange(snapshot, nowMs).upsertGrants } : {}),
     };
   });
+  // The person's own API lists their hosts through this link (kept after the host is revoked:
+  // people still see what was theirs).
+  await deps.store.addPersonHost(userId, host.id);
   deps.logger.info('host linked to a user', { hostId: host.id, userId, agentsTouched: claimed });
   return updated;
 }

@@ -1,5 +1,6 @@
 // Argument checks and read rules shared by both stores, so the memory store refuses and answers
 // exactly what Redis does.
+import { createHash } from 'node:crypto';
 import type { GrantRecord } from '../domain/types.ts';
 
 const MAX_TAG_LENGTH = 256;
@@ -59,4 +60,10 @@ export function checkRoundTripNumbers(request: { keyVersion: number; nowMs: numb
 /** The order both stores return grants in (Redis returns them in hash order), so every read of one state is identical. */
 export function byId(a: { id: string }, b: { id: string }): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** A person id (issuer|subject: any characters) as a hash tag: its SHA-256, base64url. */
+export function personKey(personId: string): string {
+  if (personId.length === 0 || personId.length > 1024) throw new Error('a person id must be 1-1024 characters');
+  return createHash('sha256').update(personId).digest('base64url');
 }

@@ -173,6 +173,16 @@ export interface Store {
   loadSession(key: string): Promise<string | null>;
   deleteSession(key: string): Promise<void>;
 
+  // ---- people --------------------------------------------------------------------------------
+  /** Remembers that a host is linked to a person (the person's own API lists them). Idempotent. */
+  addPersonHost(personId: string, hostId: string): Promise<void>;
+  removePersonHost(personId: string, hostId: string): Promise<void>;
+  /** The hosts linked to a person, sorted; bounded by what the person linked. */
+  listPersonHostIds(personId: string): Promise<string[]>;
+  /** A person's own record (JSON: passkeys and the like), or null. */
+  loadPerson(personId: string): Promise<string | null>;
+  savePerson(personId: string, json: string): Promise<void>;
+
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;
   onAgentInvalidation(listener: (agentId: string) => void): void;

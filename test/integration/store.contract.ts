@@ -708,6 +708,21 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.loadSession(key)).toBeNull();
       });
 
+      it("a person's host links and own record are kept, listed and changed, for any person id", async () => {
+        const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
+        expect(await store.listPersonHostIds(person)).toEqual([]);
+        await store.addPersonHost(person, 'hst_b');
+        await store.addPersonHost(person, 'hst_a');
+        await store.addPersonHost(person, 'hst_a');
+        expect(await store.listPersonHostIds(person)).toEqual(['hst_a', 'hst_b']);
+        await store.removePersonHost(person, 'hst_b');
+        expect(await store.listPersonHostIds(person)).toEqual(['hst_a']);
+        expect(await store.listPersonHostIds(`${person}x`)).toEqual([]);
+        expect(await store.loadPerson(person)).toBeNull();
+        await store.savePerson(person, '{"passkeys":[]}');
+        expect(await store.loadPerson(person)).toBe('{"passkeys":[]}');
+      });
+
       it('a shared secret is created once and is the same for every caller', async () => {
         const name = uid('secret');
         const first = await store.sharedSecret(name);

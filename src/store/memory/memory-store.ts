@@ -28,15 +28,9 @@ import type {
 } from '../store.ts';
 import { ReplayCacheFullError, ReplayRecords } from './replay-records.ts';
 import { applyPatch, isUsable } from './agent-changes.ts';
-import { MemoryShortLived } from './short-lived.ts';
+import { MemorySideRecords, MemoryStoreClosedError } from './side-records.ts';
 
-/** What every call of a closed memory store throws (the Redis store's closed connection, here). */
-export class MemoryStoreClosedError extends Error {
-  constructor() {
-    super('the memory store is closed');
-    this.name = 'MemoryStoreClosedError';
-  }
-}
+export { MemoryStoreClosedError };
 
 export interface MemoryStoreOptions {
   /** Wall clock (epoch ms) for jti and session expiry, as Redis's own clock would be; default Date.now. */
@@ -56,7 +50,7 @@ interface StoredAgent {
 
 const copy = <T>(value: T): T => structuredClone(value);
 
-export class MemoryStore implements Store {
+export class MemoryStore extends MemorySideRecords implements Store {
   readonly kind = 'memory' as const;
   readonly #now: () => number;
   readonly #hosts = new Map<string, HostRecord>();
@@ -69,33 +63,31 @@ export class MemoryStore implements Store {
   readonly #agents = new Map<string, StoredAgent>();
   readonly #replay: ReplayRecords;
   readonly #listeners: ((agentId: string) => void)[] = [];
-  readonly #shortLived: MemoryShortLived;
-  #closed = false;
   readonly #onListenerError: ((error: Error) => void) | undefined;
 
   constructor(options: MemoryStoreOptions = {}) {
+    super(options.now ?? Date.now);
     this.#now = options.now ?? Date.now;
     this.#onListenerError = options.onListenerError;
-    this.#shortLived = new MemoryShortLived(this.#now);
     this.#replay = new ReplayRecords(this.#now, options.maxReplayRecords);
   }
 
   // ---- hosts -------------------------------------------------------------------------------
 
   async getHost(hostId: string): Promise<HostRecord | null> {
-    this.#assertOpen();
+    this.assertOpen();
     const host = this.#hosts.get(hostId);
     return host ? copy(host) : null;
   }
 
   async findHostByThumbprint(thumbprint: string): Promise<HostRecord | null> {
-    this.#assertOpen();
+    this.assertOpen();
     const hostId = this.#hostIdByThumbprint.get(thumbprint);
     return hostId === undefined ? null : this.getHost(hostId);
   }
 
   async createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }> {
-    this.#assertOpen();
+    this.assertOpen();
     assertTaggable('host id', host.id);
     assertTaggable('host thumbprint', host.thumbprint);
     if (this.#hosts.has(host.id)) throw new Error(`host id ${host.id} already exists`);
@@ -107,7 +99,7 @@ export class MemoryStore implements Store {
   }
 
   async updateHost(hostId: string, patch: HostPatch, fromStatuses?: readonly HostStatus[]): Promise<HostUpdate> {
-    this.#assertOpen();
+    this.assertOpen();
     if (fromStatuses !== undefined && fromStatuses.length === 0) throw new Error('updateHost: fromStatuses must name at least one status');
     const host = this.#hosts.get(hostId);
     if (!host) return null;
@@ -123,7 +115,7 @@ export class MemoryStore implements Store {
     expectedThumbprint: string,
     next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
   ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'> {
-    this.#assertOpen();
+    this.assertOpen();
     if (!isTaggable(hostId)) return 'not_found';
     assertTaggable('host thumbprint', next.thumbprint);
     const owner = this.#hostIdByThumbprint.get(next.thumbprint);
@@ -138,25 +130,25 @@ export class MemoryStore implements Store {
   }
 
   async listHostAgentIds(hostId: string): Promise<string[]> {
-    this.#assertOpen();
+    this.assertOpen();
     return [...(this.#hostAgentIds.get(hostId) ?? [])].sort();
   }
 
   // ---- agents ------------------------------------------------------------------------------
 
   async getAgent(agentId: string): Promise<AgentSnapshot | null> {
-    this.#assertOpen();
+    this.assertOpen();
     const stored = this.#agents.get(agentId);
     return stored ? this.#snapshotOf(stored) : null;
   }
 
   async findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null> {
-    this.#assertOpen();
+    this.assertOpen();
     return this.#agentIdByHostKey.get(hostKey(hostId, keyThumbprint)) ?? null;
   }
 
   async createAgent(snapshot: AgentSnapshot, admission?: AgentAdmission): Promise<CreateAgentResult> {
-    this.#assertOpen();
+    this.assertOpen();
     const { agent, grants } = snapshot;
     assertTaggable('agent id', agent.id);
     assertTaggable('host id', agent.hostId);
@@ -194,14 +186,14 @@ export class MemoryStore implements Store {
   }
 
   async forgetPendingAgent(hostId: string, agentId: string): Promise<void> {
-    this.#assertOpen();
+    this.assertOpen();
     const pending = this.#hostPending.get(hostId);
     pending?.delete(agentId);
     if (pending?.size === 0) this.#hostPending.delete(hostId);
   }
 
   async casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult> {
-    this.#assertOpen();
+    this.assertOpen();
     assertVersion('expectVersion', expectVersion);
     assertGrantsBelongTo(agentId, change.replaceGrants);
     assertGrantsBelongTo(agentId, change.upsertGrants);
@@ -218,7 +210,7 @@ export class MemoryStore implements Store {
   }
 
   async claimAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<'claimed' | 'ours' | 'taken'> {
-    this.#assertOpen();
+    this.assertOpen();
     assertTaggable('host id', hostId);
     const owner = this.#agentIdByHostKey.get(hostKey(hostId, thumbprint));
     if (owner === undefined) {
@@ -229,14 +221,14 @@ export class MemoryStore implements Store {
   }
 
   async releaseAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<void> {
-    this.#assertOpen();
+    this.assertOpen();
     if (this.#agentIdByHostKey.get(hostKey(hostId, thumbprint)) === agentId) this.#agentIdByHostKey.delete(hostKey(hostId, thumbprint));
   }
 
   // ---- hot path ------------------------------------------------------------------------------
 
   async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
-    this.#assertOpen();
+    this.assertOpen();
     checkRoundTripNumbers(request);
     const ttlMs = normalizeTtlMs(request.jtiTtlMs);
     const stored = this.#agents.get(request.agentId);
@@ -256,54 +248,22 @@ export class MemoryStore implements Store {
   // ---- replay --------------------------------------------------------------------------------
 
   async recordAgentJti(agentId: string, jti: string, ttlMs: number): Promise<boolean> {
-    this.#assertOpen();
+    this.assertOpen();
     assertTaggable('agent id', agentId);
     return this.#replay.record(agentJtiKey(agentId, jti), normalizeTtlMs(ttlMs));
   }
 
   async recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean> {
-    this.#assertOpen();
+    this.assertOpen();
     assertTaggable('host thumbprint', hostThumbprint);
     return this.#replay.record(JSON.stringify(['host', hostThumbprint, jti]), normalizeTtlMs(ttlMs));
-  }
-
-  // ---- short-lived records (short-lived.ts) ---------------------------------------------------
-
-  async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
-    this.#assertOpen();
-    assertTaggable('agent id', agentId);
-    this.#shortLived.indexUserCode(lookupKey, agentId, untilMs);
-  }
-
-  async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
-    return this.#open(() => this.#shortLived.findAgentIdByUserCode(lookupKey));
-  }
-
-  async sharedSecret(name: string): Promise<string> {
-    return this.#open(() => this.#shortLived.sharedSecret(name));
-  }
-
-  async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
-    return this.#open(() => this.#shortLived.recordStatusPoll(agentId, windowMs));
-  }
-
-  async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
-    return this.#open(() => this.#shortLived.saveSession(key, json, ttlMs));
-  }
-
-  async loadSession(key: string): Promise<string | null> {
-    return this.#open(() => this.#shortLived.loadSession(key));
-  }
-
-  async deleteSession(key: string): Promise<void> {
-    return this.#open(() => this.#shortLived.deleteSession(key));
   }
 
   // ---- key-cache invalidation ----------------------------------------------------------------
 
   /** Delivered asynchronously, as Redis pub/sub would be, and each listener on its own. */
   async publishAgentInvalidation(agentId: string): Promise<void> {
-    this.#assertOpen();
+    this.assertOpen();
     for (const listener of [...this.#listeners]) {
       queueMicrotask(() => {
         try {
@@ -327,26 +287,17 @@ export class MemoryStore implements Store {
   }
 
   async ping(): Promise<void> {
-    this.#assertOpen();
+    this.assertOpen();
   }
 
   async close(): Promise<void> {
-    this.#closed = true;
+    this.closed = true;
     this.#listeners.length = 0;
   }
 
   // ---- internals -----------------------------------------------------------------------------
 
-  /** After close the Redis store's commands reject; this one behaves the same. */
-  #assertOpen(): void {
-    if (this.#closed) throw new MemoryStoreClosedError();
-  }
 
-  /** Runs `fn` on an open store. */
-  #open<T>(fn: () => T): T {
-    this.#assertOpen();
-    return fn();
-  }
 
   /** A deadline already past on the wall clock is dropped, as Redis drops an expired key. */
   #setSession(stored: StoredAgent, deadlineMs: number | null): void {

@@ -33,6 +33,10 @@ export interface KeyLayout {
   userCode(lookupKey: string): string;
   /** A person's session (the approval page), keyed by a hash of its cookie's id. */
   personSession(key: string): string;
+  /** The set of host ids linked to a person (tagged by a hash of the person id, which may hold any character). */
+  personHosts(personKey: string): string;
+  /** A person's own record (JSON). */
+  person(personKey: string): string;
   /** A secret shared by every instance. */
   sharedSecret(name: string): string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
@@ -65,6 +69,8 @@ export function keyLayout(prefix: string): KeyLayout {
     userCode: (lookupKey) => `${prefix}ucode:{${lookupKey}}`,
     sharedSecret: (name) => `${prefix}secret:${name}`,
     personSession: (key) => `${prefix}psession:{${key}}`,
+    personHosts: (personKey) => `${prefix}person:{${personKey}}:hosts`,
+    person: (personKey) => `${prefix}person:{${personKey}}`,
     invalidationChannel: `${prefix}invalidate`,
   };
 }

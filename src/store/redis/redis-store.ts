@@ -41,7 +41,7 @@ import {
 import { InvalidationSubscriber } from './invalidations.ts';
 import { keyLayout, type KeyLayout } from './keys.ts';
 import { SCRIPTS, type ScriptName } from './scripts.ts';
-import { RedisShortLived } from './short-lived.ts';
+import { RedisSideRecords } from './side-records.ts';
 import { rotateHostKeyInRedis } from './host-rotation.ts';
 
 export type { RedisStoreOptions } from './connection.ts';
@@ -66,23 +66,22 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
   return new RedisStore(connection, keys, options);
 }
 
-export class RedisStore implements Store {
+export class RedisStore extends RedisSideRecords implements Store {
   readonly kind = 'redis' as const;
   readonly #connection: RedisConnection;
   readonly #scripts: ScriptCommands;
   readonly #keys: KeyLayout;
   readonly #options: RedisStoreOptions;
   readonly #invalidations: InvalidationSubscriber;
-  readonly #shortLived: RedisShortLived;
 
   /** Use createRedisStore, which connects and checks the server first. */
   constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions) {
+    super(connection, keys);
     this.#connection = connection;
     this.#scripts = connection as unknown as ScriptCommands;
     this.#keys = keys;
     this.#options = options;
     this.#invalidations = new InvalidationSubscriber(options, keys.invalidationChannel);
-    this.#shortLived = new RedisShortLived(connection, keys);
   }
 
   /**
@@ -317,36 +316,6 @@ export class RedisStore implements Store {
   async recordHostJti(hostThumbprint: string, jti: string, ttlMs: number): Promise<boolean> {
     assertTaggable('host thumbprint', hostThumbprint);
     return this.#recordOnce(this.#keys.hostJti(hostThumbprint, jti), ttlMs);
-  }
-
-  // ---- short-lived records (short-lived.ts) ---------------------------------------------------
-
-  indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
-    return this.#shortLived.indexUserCode(lookupKey, agentId, untilMs);
-  }
-
-  findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
-    return this.#shortLived.findAgentIdByUserCode(lookupKey);
-  }
-
-  sharedSecret(name: string): Promise<string> {
-    return this.#shortLived.sharedSecret(name);
-  }
-
-  recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
-    return this.#shortLived.recordStatusPoll(agentId, windowMs);
-  }
-
-  saveSession(key: string, json: string, ttlMs: number): Promise<void> {
-    return this.#shortLived.saveSession(key, json, ttlMs);
-  }
-
-  loadSession(key: string): Promise<string | null> {
-    return this.#shortLived.loadSession(key);
-  }
-
-  deleteSession(key: string): Promise<void> {
-    return this.#shortLived.deleteSession(key);
   }
 
   async #recordOnce(key: string, ttlMs: number): Promise<boolean> {

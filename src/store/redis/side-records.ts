@@ -1,13 +1,15 @@
-// The Redis store's short-lived records, one key each with an expiry: the approval page's user-code
-// index, people's sessions, status-poll marks and shared secrets. None of them belongs to an agent's
+// The Redis store's records outside agents and hosts, one key each: the approval page's user-code
+// index, people's sessions, status-poll marks and shared secrets (all with an expiry), and people's
+// own records and host links. None of them belongs to an agent's
 // slot (a lookup by code or session comes before anyone knows the agent), so each is a single key
 // touched alone, and Redis's own expiry is their clean-up.
 import { randomBytes } from 'node:crypto';
-import { assertFiniteMs, assertTaggable, isTaggable, normalizeTtlMs } from '../checks.ts';
+import { assertFiniteMs, assertTaggable, isTaggable, normalizeTtlMs, personKey } from '../checks.ts';
 import type { RedisConnection } from './connection.ts';
 import type { KeyLayout } from './keys.ts';
 
-export class RedisShortLived {
+/** The Redis store's side records; RedisStore extends this class, so they need no forwarding. */
+export class RedisSideRecords {
   readonly #connection: RedisConnection;
   readonly #keys: KeyLayout;
 
@@ -49,6 +51,26 @@ export class RedisShortLived {
   async loadSession(key: string): Promise<string | null> {
     if (!isTaggable(key)) return null;
     return this.#connection.get(this.#keys.personSession(key));
+  }
+
+  async addPersonHost(personId: string, hostId: string): Promise<void> {
+    await this.#connection.sadd(this.#keys.personHosts(personKey(personId)), hostId);
+  }
+
+  async removePersonHost(personId: string, hostId: string): Promise<void> {
+    await this.#connection.srem(this.#keys.personHosts(personKey(personId)), hostId);
+  }
+
+  async listPersonHostIds(personId: string): Promise<string[]> {
+    return (await this.#connection.smembers(this.#keys.personHosts(personKey(personId)))).sort();
+  }
+
+  loadPerson(personId: string): Promise<string | null> {
+    return this.#connection.get(this.#keys.person(personKey(personId)));
+  }
+
+  async savePerson(personId: string, json: string): Promise<void> {
+    await this.#connection.set(this.#keys.person(personKey(personId)), json);
   }
 
   async deleteSession(key: string): Promise<void> {

@@ -1,0 +1,147 @@
+// The memory store's records outside agents and hosts (as redis/side-records.ts keeps them): the
+// approval page's user-code index, people's sessions, status-poll marks and shared secrets. Each
+// entry expires as its Redis key would, and the maps are bounded: expired entries are swept on
+// writes, and a full map refuses (as an outage) rather than grow without limit.
+import { randomBytes } from 'node:crypto';
+import { normalizeTtlMs } from '../checks.ts';
+import { ReplayCacheFullError } from './replay-records.ts';
+
+const MAX_ENTRIES = 100_000;
+
+/** A map whose entries expire; sweeps on write and refuses past MAX_ENTRIES. */
+class ExpiringMap<V> {
+  readonly #entries = new Map<string, { value: V; untilMs: number }>();
+  readonly #now: () => number;
+
+  constructor(now: () => number) {
+    this.#now = now;
+  }
+
+  get(key: string): V | null {
+    const entry = this.#entries.get(key);
+    if (!entry) return null;
+    if (entry.untilMs <= this.#now()) {
+      this.#entries.delete(key);
+      return null;
+    }
+    return entry.value;
+  }
+
+  set(key: string, value: V, untilMs: number): void {
+    if (!this.#entries.has(key) && this.#entries.size >= MAX_ENTRIES) {
+      const nowMs = this.#now();
+      for (const [k, entry] of this.#entries) if (entry.untilMs <= nowMs) this.#entries.delete(k);
+      if (this.#entries.size >= MAX_ENTRIES) throw new ReplayCacheFullError(MAX_ENTRIES);
+    }
+    this.#entries.set(key, { value, untilMs });
+  }
+
+  delete(key: string): void {
+    this.#entries.delete(key);
+  }
+}
+
+/** What every call of a closed memory store throws (the Redis store's closed connection, here). */
+export class MemoryStoreClosedError extends Error {
+  constructor() {
+    super('the memory store is closed');
+    this.name = 'MemoryStoreClosedError';
+  }
+}
+
+/**
+ * The memory store's records outside agents and hosts, as the Redis store keeps them in
+ * redis/side-records.ts. MemoryStore extends it, so these methods need no forwarding.
+ */
+export class MemorySideRecords {
+  protected closed = false;
+  readonly #now: () => number;
+  readonly #userCodes: ExpiringMap<string>;
+  readonly #sessions: ExpiringMap<string>;
+  readonly #polls: ExpiringMap<true>;
+  readonly #secrets = new Map<string, string>();
+  /** People's host links and records (not short-lived: kept as long as the process). */
+  readonly #personHosts = new Map<string, Set<string>>();
+  readonly #people = new Map<string, string>();
+
+  constructor(now: () => number) {
+    this.#now = now;
+    this.#userCodes = new ExpiringMap(now);
+    this.#sessions = new ExpiringMap(now);
+    this.#polls = new ExpiringMap(now);
+  }
+
+  async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
+    this.assertOpen();
+    this.#userCodes.set(lookupKey, agentId, untilMs);
+  }
+
+  async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
+    this.assertOpen();
+    return this.#userCodes.get(lookupKey);
+  }
+
+  async sharedSecret(name: string): Promise<string> {
+    this.assertOpen();
+    let secret = this.#secrets.get(name);
+    if (secret === undefined) {
+      secret = randomBytes(32).toString('base64url');
+      this.#secrets.set(name, secret);
+    }
+    return secret;
+  }
+
+  async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {
+    this.assertOpen();
+    if (this.#polls.get(agentId)) return false;
+    this.#polls.set(agentId, true, this.#now() + normalizeTtlMs(windowMs));
+    return true;
+  }
+
+  async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
+    this.assertOpen();
+    this.#sessions.set(key, json, this.#now() + normalizeTtlMs(ttlMs));
+  }
+
+  async loadSession(key: string): Promise<string | null> {
+    this.assertOpen();
+    return this.#sessions.get(key);
+  }
+
+  async deleteSession(key: string): Promise<void> {
+    this.assertOpen();
+    this.#sessions.delete(key);
+  }
+
+  async addPersonHost(personId: string, hostId: string): Promise<void> {
+    this.assertOpen();
+    const hosts = this.#personHosts.get(personId) ?? new Set<string>();
+    hosts.add(hostId);
+    this.#personHosts.set(personId, hosts);
+  }
+
+  async removePersonHost(personId: string, hostId: string): Promise<void> {
+    this.assertOpen();
+    this.#personHosts.get(personId)?.delete(hostId);
+  }
+
+  async listPersonHostIds(personId: string): Promise<string[]> {
+    this.assertOpen();
+    return [...(this.#personHosts.get(personId) ?? [])].sort();
+  }
+
+  async loadPerson(personId: string): Promise<string | null> {
+    this.assertOpen();
+    return this.#people.get(personId) ?? null;
+  }
+
+  async savePerson(personId: string, json: string): Promise<void> {
+    this.assertOpen();
+    this.#people.set(personId, json);
+  }
+
+  /** After close the Redis store's commands reject; this one behaves the same. */
+  protected assertOpen(): void {
+    if (this.closed) throw new MemoryStoreClosedError();
+  }
+}

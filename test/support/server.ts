@@ -35,6 +35,11 @@ export interface TestServerOptions {
    * (known only once it listens), it starts the provider and names the client.
    */
   oidc?: (redirectUri: string) => Promise<{ issuer: string; clientId: string; clientSecret?: string }>;
+  /**
+   * The host name of the server's issuer (default 127.0.0.1). Pages that use passkeys need
+   * `localhost`: an IP address is never a valid WebAuthn relying-party id. It still listens on 127.0.0.1.
+   */
+  issuerHost?: '127.0.0.1' | 'localhost';
 }
 
 export interface TestServer {
@@ -54,7 +59,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const prefix = uniquePrefix('http');
   const config = loadConfig({
     PORT: String(port),
-    ISSUER: `http://127.0.0.1:${port}`,
+    ISSUER: `http://${options.issuerHost ?? '127.0.0.1'}:${port}`,
     ADMIN_TOKEN,
     INSECURE_TEST_HOOKS: 'true',
     LOG_LEVEL: 'silent',
@@ -103,7 +108,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
   const limits = createRateLimits(config, silentLogger, redisClient, catalog.list());
   const userCodes = await userCodesFor(config.USER_CODE_KEY, store, () => {});
-  const redirectUri = `http://127.0.0.1:${port}/signin/callback`;
+  const redirectUri = `http://${options.issuerHost ?? '127.0.0.1'}:${port}/signin/callback`;
   const provider = options.oidc ? await options.oidc(redirectUri) : undefined;
   const oidc = provider
     ? await createOidcSignIn({ ...provider, redirectUri, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: 5000 })
@@ -115,7 +120,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   });
   server.on('request', app.app);
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl: `http://${options.issuerHost ?? '127.0.0.1'}:${port}`,
     config,
     clock,
     app,

@@ -18,12 +18,14 @@ import { errorHandler, notFoundHandler } from './http/errors.ts';
 import { healthRouter } from './http/health.ts';
 import { hostRouter } from './http/host.ts';
 import { openApiRouter } from './http/openapi.ts';
+import { peopleApiRouter } from './http/people.ts';
 import type { Logger } from './logger.ts';
 import type { OperatorRegistry } from './operators/registry.ts';
 import type { PluginSandbox } from './operators/sandbox.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
+import { passkeySettingsFor } from './services/passkeys.ts';
 import { Sessions } from './services/people.ts';
 import type { UserCodes } from './services/user-codes.ts';
 import { redisCallDeadlineMs } from './deadline.ts';
@@ -110,7 +112,9 @@ export function buildApp(input: AppDependencies): App {
   const sessions = new Sessions(store, clock, {
     idleSeconds: config.SESSION_IDLE_SECONDS, maxSeconds: config.SESSION_MAX_SECONDS, freshSeconds: config.SIGN_IN_FRESH_SECONDS,
   });
-  app.use(devicePagesRouter({ ...deps, sessions, oidc: input.oidc }));
+  const passkeys = passkeySettingsFor(config.issuer, config.PROVIDER_NAME);
+  app.use(devicePagesRouter({ ...deps, sessions, passkeys, oidc: input.oidc }));
+  app.use(peopleApiRouter({ ...deps, sessions }));
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
   return { app, deps };

@@ -62,6 +62,10 @@ const schema = z
     OIDC_CLIENT_SECRET: z.string().min(1).max(1024).optional(),
     /** A sign-in that asks only for a name, for trying agentgate locally. Never in production. */
     INSECURE_DEV_SIGN_IN: bool.default(false),
+    /** Agents still waiting for approval this long after registering are removed (and pending hosts left without agents). */
+    PENDING_MAX_AGE_SECONDS: seconds(60, 31_536_000).default(86_400),
+    /** How often each instance runs that clean-up. */
+    CLEANUP_INTERVAL_SECONDS: seconds(1, 86_400).default(300),
     /** Code lookups on the approval page per client address per hour (each failed or not). */
     RATE_LIMIT_USER_CODE_ATTEMPTS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(60),
     /**

@@ -11,6 +11,8 @@ import { createLogger, type Logger } from './logger.ts';
 import { startOperators } from './operators/setup.ts';
 import { createOidcSignIn } from './people/oidc-sign-in.ts';
 import { installProcessGuards } from './process-guards.ts';
+import { passkeySettingsFor } from './services/passkeys.ts';
+import { scheduleCleanup } from './services/cleanup.ts';
 import { userCodesFor } from './services/user-codes.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
@@ -99,8 +101,11 @@ async function main(): Promise<void> {
       redirectUri: `${config.issuer}/signin/callback`, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: OIDC_TIMEOUT_MS,
     })
     : undefined;
+  if (!passkeySettingsFor(config.issuer, config.PROVIDER_NAME) && catalog.list().some((c) => c.approval_strength === 'presence')) {
+    logger.warn('ISSUER is an IP address, which cannot be a passkey relying party: capabilities marked approval_strength "presence" cannot be approved on the page (use a host name, e.g. http://localhost:3000)');
+  }
   if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
-  const { app } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits,
+  const { app, deps } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
     reloadOperators,
   });
@@ -109,6 +114,7 @@ async function main(): Promise<void> {
   const server: Server = createHttpServer(config, app);
   // A port in use (EADDRINUSE) or not ours to bind (EACCES) ends the process at once: exiting is
   // what makes the failure visible, and the Redis connection and plugin workers die with it.
+  const stopCleanup = scheduleCleanup(deps, config.CLEANUP_INTERVAL_SECONDS * 1000, config.PENDING_MAX_AGE_SECONDS * 1000, logger);
   server.on('error', (err: NodeJS.ErrnoException) => {
     logger.error('cannot listen; exiting', { host: config.HOST, port: config.PORT, code: err.code, error: err.message });
     process.exit(1);
@@ -127,6 +133,7 @@ async function main(): Promise<void> {
       process.exit(exitCode === 0 ? 1 : exitCode);
     }, config.SHUTDOWN_TIMEOUT_MS);
     force.unref();
+    stopCleanup();
     drain(server)
       .then(() => Promise.allSettled([store.close(), plugins.close()]))
       .finally(() => {

@@ -30,6 +30,12 @@ export const capabilitySchema = z
     location: z.url({ protocol: /^https?$/ }).optional(),
     /** Listed to anonymous callers of GET /capability/list. */
     public: z.boolean().default(true),
+    /**
+     * What a person must show to approve it (protocol §10): a fresh sign-in, or for capabilities
+     * that change things, also proof of presence (a passkey with user verification, bound to that
+     * approval), since an agent that controls a browser could otherwise click "approve" itself.
+     */
+    approval_strength: z.enum(['sign_in', 'presence']).default('sign_in'),
     /** Optional per-agent budget for this capability (protocol §11.5: tighter for high-risk ones). */
     rateLimit: z.object({ points: z.number().int().min(1).max(10_000_000), durationSeconds: z.number().int().min(1).max(86_400 * 31) }).strict().optional(),
     handler: handlerSchema,

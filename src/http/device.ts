@@ -3,13 +3,17 @@
 // services/device-approvals.ts or services/people.ts, render a page from http/pages/. Every answer
 // carries a strict Content-Security-Policy (no script at all), refuses framing and caching, and
 // every form is checked against the session's CSRF token. Nothing in the protocol path uses this.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import { ApiError, isApiError } from '../errors.ts';
 import { safeReturnTo as sameOriginPath } from '../people/oidc-urls.ts';
 import type { Logger } from '../logger.ts';
 import { decideAsPerson, findApprovalByCode, type PageDeps } from '../services/device-approvals.ts';
 import type { PersonSession } from '../services/people.ts';
-import { approvalPage, codePage, decidedPage, errorPage, layout, signInPage, STYLESHEET } from './pages/device-pages.ts';
+import { passkeyRegistrationOptions, presenceOptions, registerPasskey } from '../services/passkeys.ts';
+import { addPasskeyPage, approvalPage, codePage, decidedPage, errorPage, layout, signInPage, STYLESHEET, type PresenceOnPage } from './pages/device-pages.ts';
 import type { SafeHtml } from './pages/html.ts';
 
 /** An OpenID Connect sign-in (src/people/oidc-sign-in.ts), as the pages use it. */
@@ -23,6 +27,13 @@ export interface DevicePageDeps extends PageDeps {
 }
 
 export const SESSION_COOKIE = 'agentgate_session';
+/** The pages' only scripts, read once: ours, and @simplewebauthn/browser's UMD bundle. */
+const PASSKEYS_CLIENT = readFileSync(new URL('./pages/passkeys-client.js', import.meta.url), 'utf8');
+// The package exports no path to its browser bundle, so it is found beside the package's entry.
+const WEBAUTHN_BROWSER = readFileSync(
+  join(dirname(dirname(createRequire(import.meta.url).resolve('@simplewebauthn/browser'))), 'dist', 'bundle', 'index.umd.min.js'),
+  'utf8',
+);
 const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /** A same-origin path to come back to after sign-in (people/oidc-urls.ts decides); otherwise the code page. */
@@ -47,7 +58,7 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
   const secureCookie = config.issuer.startsWith('https://');
   const forms = express.urlencoded({ extended: false, limit: '8kb', parameterLimit: 64 });
 
-  router.use(['/device', '/signin', '/signout', '/static', '/favicon.ico'], (_req, res, next) => {
+  router.use(['/device', '/signin', '/signout', '/passkeys', '/static', '/favicon.ico'], (_req, res, next) => {
     res.set({
       'Content-Security-Policy': CSP,
       'X-Frame-Options': 'DENY',
@@ -63,6 +74,12 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
   });
   router.get('/favicon.ico', (_req, res) => {
     res.status(204).end();
+  });
+  router.get('/static/passkeys.js', (_req, res) => {
+    res.set('Cache-Control', 'public, max-age=3600').type('text/javascript').send(PASSKEYS_CLIENT);
+  });
+  router.get('/static/simplewebauthn-browser.js', (_req, res) => {
+    res.set('Cache-Control', 'public, max-age=3600').type('text/javascript').send(WEBAUTHN_BROWSER);
   });
 
   /** Loads the session, runs the page, saves the session when it holds anything, sets the cookie. */
@@ -111,7 +128,33 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
     const typed = typeof req.query.user_code === 'string' ? req.query.user_code : undefined;
     if (typed === undefined) return codePage();
     const view = await findApprovalByCode(deps, session, typed, req.ip ?? 'unknown');
-    return approvalPage(view, session.data.csrfToken, deps.clock.nowMs());
+    let presence: PresenceOnPage = { kind: 'not_needed' };
+    if (view.requested.some((r) => r.presence)) {
+      const options = deps.passkeys ? await presenceOptions(deps, session, view.approvalId) : null;
+      presence = options ? { kind: 'ready', options }
+        : deps.passkeys ? { kind: 'no_passkey', addUrl: `/passkeys/new?return_to=${encodeURIComponent(req.originalUrl)}` }
+          : { kind: 'unavailable' };
+    }
+    return approvalPage(view, session.data.csrfToken, deps.clock.nowMs(), presence);
+  }));
+
+  router.get('/passkeys/new', page(async (req, res, session) => {
+    if (!session.data.person || !sessions.isFresh(session)) {
+      res.redirect(303, `/signin?return_to=${encodeURIComponent(req.originalUrl)}`);
+      return;
+    }
+    const options = await passkeyRegistrationOptions(deps, session);
+    return addPasskeyPage(options, session.data.csrfToken, safeReturnTo(req.query.return_to));
+  }));
+
+  router.post('/passkeys', forms, page(async (req, res, session) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    requireCsrf(session, body);
+    if (!session.data.person || !sessions.isFresh(session)) throw new ApiError('authentication_required', 'Sign in again to add a passkey.');
+    await registerPasskey(deps, session, typeof body.response === 'string' ? body.response : '');
+    logger.info('passkey added', { personId: session.data.person.personId });
+    await keep(res, session);
+    res.redirect(303, safeReturnTo(body.return_to));
   }));
 
   router.post('/device/decision', forms, page(async (req, res, session) => {
@@ -126,7 +169,8 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
       return;
     }
     const capabilities = ([] as unknown[]).concat(body.capabilities ?? []).filter((c): c is string => typeof c === 'string').slice(0, 100);
-    const snapshot = await decideAsPerson(deps, session, { agentId, approvalId, verdict, capabilities });
+    const webauthnResponse = typeof body.webauthn_response === 'string' && body.webauthn_response !== '' ? body.webauthn_response : undefined;
+    const snapshot = await decideAsPerson(deps, session, { agentId, approvalId, verdict, capabilities, webauthnResponse });
     logger.info('approval decided on the page', { agentId, approvalId, verdict, personId: session.data.person?.personId, approved: verdict === 'approve' ? capabilities : [] });
     return decidedPage(verdict, snapshot.agent.name);
   }));

@@ -4,6 +4,8 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { ERROR_STATUS } from '../errors.ts';
+import { SESSION_COOKIE } from './device.ts';
+import { CSRF_HEADER, personDecisionBodySchema, personGrantBodySchema } from './people.ts';
 import * as schemas from './schemas.ts';
 
 const json = (schema: z.ZodType) => {
@@ -24,6 +26,10 @@ const errorBody = {
 };
 
 const bearer = [{ bearer: [] }];
+/** People's own API: the approval page's session cookie; every POST also repeats its CSRF token. */
+const session = [{ session: [] }];
+const csrfHeader = { name: CSRF_HEADER, in: 'header', required: true, schema: { type: 'string' }, description: 'the csrf_token of GET /people/me' };
+const pathId = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string', minLength: 1, maxLength: 128 } });
 const body = (schema: z.ZodType) => ({ required: true, content: { 'application/json': { schema: json(schema) } } });
 const queryParams = (schema: z.ZodObject) =>
   Object.entries(json(schema).properties as Record<string, object>).map(([name, s]) => ({
@@ -33,12 +39,18 @@ const responses = { '200': { description: 'success' }, default: { description: '
 
 export function openApiDocument(config: Config) {
   const op = (summary: string, extra: Record<string, unknown> = {}) => ({ summary, security: bearer, responses, ...extra });
+  const personGet = (summary: string) => ({ summary, security: session, responses });
+  const personPost = (summary: string, ids: string[], extra: Record<string, unknown> = {}) =>
+    ({ summary, security: session, responses, parameters: [...ids.map(pathId), csrfHeader], ...extra });
   return {
     openapi: '3.1.0',
     info: { title: 'agentgate', version: '1.0-draft', description: 'Agent Auth Protocol authorization server' },
     servers: [{ url: config.issuer }],
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (host+jwt or agent+jwt)' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (host+jwt or agent+jwt)' },
+        session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "the approval page's session (sign in at /signin)" },
+      },
       schemas: { Error: errorBody },
     },
     paths: {
@@ -57,6 +69,20 @@ export function openApiDocument(config: Config) {
       '/capability/list': { get: op('List capabilities (anonymous, host or agent JWT)', { parameters: queryParams(schemas.listQuerySchema) }) },
       '/capability/describe': { get: op('Describe one capability', { parameters: queryParams(schemas.describeQuerySchema) }) },
       '/capability/execute': { post: op('Execute a capability (agent JWT)', { requestBody: body(schemas.executeBodySchema) }) },
+      // People's own API (DESIGN §8): only the signed-in person's hosts, agents and approvals; any other id is 404.
+      '/people/me': { get: personGet('Who is signed in, and the CSRF token every POST repeats') },
+      '/people/me/hosts': { get: personGet('My hosts') },
+      '/people/me/agents': { get: personGet('The agents of my hosts, with status and grants') },
+      '/people/me/approvals': { get: personGet('Open approvals of my agents: each capability, description, constraints, reason') },
+      '/people/me/approvals/{approvalId}': {
+        post: personPost('Approve (some or all) or deny one of my open approvals (fresh sign-in)', ['approvalId'], { requestBody: body(personDecisionBodySchema) }),
+      },
+      '/people/me/agents/{agentId}/grants': {
+        post: personPost('Grant a capability to my agent without being asked (fresh sign-in; the policy still decides)', ['agentId'], { requestBody: body(personGrantBodySchema) }),
+      },
+      '/people/me/agents/{agentId}/revoke': { post: personPost('Revoke my agent and its grants', ['agentId']) },
+      '/people/me/agents/{agentId}/grants/{grantId}/revoke': { post: personPost("Revoke one of my agent's grants", ['agentId', 'grantId']) },
+      '/people/me/hosts/{hostId}/revoke': { post: personPost('Revoke my host and all its agents', ['hostId']) },
     },
   };
 }

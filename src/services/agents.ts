@@ -150,6 +150,7 @@ export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnaps
   if (snapshot.agent.status === 'pending') return;
   try {
     await deps.store.forgetPendingAgent(snapshot.agent.hostId, snapshot.agent.id);
+    await deps.store.untrackPending('agent', snapshot.agent.id);
   } catch (err) {
     deps.logger.warn('could not free a pending-agent slot; it frees itself when the approval lapses', { agentId: snapshot.agent.id, err });
   }

@@ -7,6 +7,8 @@ import type { AgentRecord, Constraints, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { approveAgent, denyAgent } from './admin.ts';
 import type { ServiceDeps } from './deps.ts';
+import type { PasskeySettings } from './passkeys.ts';
+import { verifyPresence } from './passkeys.ts';
 import { MAX_FAILED_CODE_LOOKUPS, type PersonSession, type Sessions } from './people.ts';
 
 /** One capability the approval decides, as the person sees it. */
@@ -15,6 +17,8 @@ export interface RequestedForPerson {
   description: string;
   constraints: Constraints | undefined;
   reason: string | undefined;
+  /** Approving it needs proof of presence (a passkey), not only a fresh sign-in. */
+  presence: boolean;
 }
 
 /** What the page shows about one open approval. */
@@ -30,6 +34,8 @@ export interface ApprovalForPerson {
 
 export interface PageDeps extends ServiceDeps {
   sessions: Sessions;
+  /** WebAuthn settings for presence approvals; null when the issuer's host cannot be an RP id. */
+  passkeys: PasskeySettings | null;
 }
 
 const wrongCode = () => new ApiError('invalid_request', 'That code is not valid. Check it against the one your agent shows and try again.');
@@ -72,6 +78,7 @@ export async function findApprovalByCode(deps: PageDeps, session: PersonSession,
         description: deps.catalog.get(g.capability)?.description ?? '(this capability is no longer offered)',
         constraints: g.constraints,
         reason: g.reason,
+        presence: deps.catalog.get(g.capability)?.approval_strength === 'presence',
       })),
   };
 }
@@ -95,6 +102,8 @@ export interface PageDecision {
   verdict: 'approve' | 'deny';
   /** The capabilities approved (the approval's others are denied); ignored for a denial. */
   capabilities: string[];
+  /** The WebAuthn assertion (JSON) that proves presence, when an approved capability needs it. */
+  webauthnResponse?: string | undefined;
 }
 
 /** Approves or denies, as the signed-in person, exactly the approval the page showed. */
@@ -107,6 +116,12 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
   const host = snapshot ? await deps.store.getHost(snapshot.agent.hostId) : null;
   if (!snapshot || !host || (host.userId !== undefined && host.userId !== person.personId) || snapshot.agent.mode !== 'delegated') {
     throw new ApiError('not_found', 'This approval is no longer open.');
+  }
+  if (decision.verdict === 'approve') {
+    const decided = new Set(snapshot.agent.approval?.id === decision.approvalId ? snapshot.agent.approval.grantIds : []);
+    const needsPresence = snapshot.grants.some((g) => decided.has(g.id) && g.status === 'pending'
+      && decision.capabilities.includes(g.capability) && deps.catalog.get(g.capability)?.approval_strength === 'presence');
+    if (needsPresence) await verifyPresence(deps, session, decision.approvalId, decision.webauthnResponse);
   }
   const asPerson = { userId: person.personId, approvalId: decision.approvalId };
   return decision.verdict === 'approve'

@@ -68,6 +68,7 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord): Promise<{
     const change = revokeChange(snapshot, nowMs);
     return { ...change, set: { ...change.set, hostStatus: 'revoked' } };
   });
+  await deps.store.untrackPending('host', host.id);
   deps.logger.info('host revoked', { hostId: host.id, agentsRevoked });
   return { host: updated, agentsRevoked };
 }
@@ -118,6 +119,7 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
       ...(claim ? { upsertGrants: revokeChange(snapshot, nowMs).upsertGrants } : {}),
     };
   });
+  await deps.store.untrackPending('host', host.id);
   // The person's own API lists their hosts through this link (kept after the host is revoked:
   // people still see what was theirs).
   await deps.store.addPersonHost(userId, host.id);
@@ -130,5 +132,6 @@ export async function activateHost(deps: ServiceDeps, host: HostRecord): Promise
   const nowMs = deps.clock.nowMs();
   const updated = await updateLiveHost(deps, host.id, { status: 'active', updatedAtMs: nowMs, activatedAtMs: nowMs });
   await cascadeToAgents(deps, host.id, (s) => (s.agent.hostStatus !== 'pending' ? null : { set: { hostStatus: 'active' } }));
+  await deps.store.untrackPending('host', host.id);
   return updated;
 }

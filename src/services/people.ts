@@ -31,6 +31,10 @@ const sessionSchema = z.object({
   lastSeenAtMs: z.number(),
   person: z.object({ personId: z.string(), name: z.string().optional(), email: z.string().optional(), signedInAtMs: z.number() }).optional(),
   pendingSignIn: z.object({ state: z.string(), nonce: z.string(), codeVerifier: z.string(), returnTo: z.string(), startedAtMs: z.number() }).optional(),
+  /** A WebAuthn ceremony in progress: its challenge, what it is for, and until when. */
+  passkeyChallenge: z.object({
+    purpose: z.enum(['register', 'approve']), challenge: z.string().max(512), approvalId: z.string().max(128).optional(), expiresAtMs: z.number(),
+  }).optional(),
   /** When recent code lookups failed (bounded: only the window's ones are kept). */
   failedCodeLookupsAtMs: z.array(z.number()).max(100).default([]),
 });

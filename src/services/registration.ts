@@ -68,6 +68,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     if (created.created) {
       deps.logger.info('agent registered', { agentId: snapshot.agent.id, hostId: host.id, mode, status: snapshot.agent.status });
       await indexOpenApproval(deps, created.snapshot);
+      if (created.snapshot.agent.status === 'pending') await store.trackPending('agent', snapshot.agent.id, nowMs);
       return created.snapshot;
     }
     if (created.reason === 'exists') return retryExisting(deps, created.existingAgentId, nowMs);
@@ -158,6 +159,7 @@ async function createDynamicHost(
     ...(status === 'active' ? { activatedAtMs: nowMs } : {}),
   });
   if (created) deps.logger.info('host registered dynamically', { hostId: host.id, status });
+  if (created && status === 'pending') await deps.store.trackPending('host', host.id, nowMs);
   return host;
 }
 

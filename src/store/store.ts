@@ -173,6 +173,22 @@ export interface Store {
   loadSession(key: string): Promise<string | null>;
   deleteSession(key: string): Promise<void>;
 
+  // ---- clean-up of what waited too long ----------------------------------------------------------
+  /** Remembers that an agent or host waits for approval since `createdAtMs` (for the clean-up job). */
+  trackPending(kind: 'agent' | 'host', id: string, createdAtMs: number): Promise<void>;
+  /** It no longer waits (decided, revoked or removed). */
+  untrackPending(kind: 'agent' | 'host', id: string): Promise<void>;
+  /** Up to `limit` ids that have waited since before `createdBeforeMs`, oldest first. */
+  listStalePending(kind: 'agent' | 'host', createdBeforeMs: number, limit: number): Promise<string[]>;
+  /**
+   * Deletes an agent that still waits for approval and was created before `createdBeforeMs`, with
+   * its grants, session and index entries. Atomic per agent: of several instances cleaning at once,
+   * exactly one answers true. An agent that was decided meanwhile is kept (false).
+   */
+  removeStalePendingAgent(agentId: string, createdBeforeMs: number): Promise<boolean>;
+  /** Deletes a host that is still pending, was created before `createdBeforeMs` and has no agents left. */
+  removeStalePendingHost(hostId: string, createdBeforeMs: number): Promise<boolean>;
+
   // ---- people --------------------------------------------------------------------------------
   /** Remembers that a host is linked to a person (the person's own API lists them). Idempotent. */
   addPersonHost(personId: string, hostId: string): Promise<void>;

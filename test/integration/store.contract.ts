@@ -708,6 +708,40 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.loadSession(key)).toBeNull();
       });
 
+      it('clean-up: only agents still pending and older than the cut-off are removed, with their index entries, once', async () => {
+        const host = hostFixture({ status: 'pending' });
+        await store.createHost(host);
+        const old = snapshotFixture(host.id, { agent: { status: 'pending', createdAtMs: 1000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
+        const young = snapshotFixture(host.id, { agent: { status: 'pending', createdAtMs: 5000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
+        const decided = snapshotFixture(host.id, { agent: { status: 'active', createdAtMs: 1000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
+        for (const a of [old, young, decided]) {
+          await store.createAgent(a);
+          await store.trackPending('agent', a.agent.id, a.agent.createdAtMs);
+        }
+        expect(await store.listStalePending('agent', 3000, 10)).toEqual(expect.arrayContaining([old.agent.id, decided.agent.id]));
+        expect(await store.listStalePending('agent', 3000, 10)).not.toContain(young.agent.id);
+        const other = subject.peer ? await subject.peer() : store;
+        const results = await Promise.all([store.removeStalePendingAgent(old.agent.id, 3000), other.removeStalePendingAgent(old.agent.id, 3000)]);
+        expect(results.filter(Boolean)).toHaveLength(1);
+        expect(await store.getAgent(old.agent.id)).toBeNull();
+        expect(await store.findAgentIdByKey(host.id, old.agent.keyThumbprint)).toBeNull();
+        expect(await store.listHostAgentIds(host.id)).not.toContain(old.agent.id);
+        expect(await store.removeStalePendingAgent(young.agent.id, 3000)).toBe(false);
+        expect(await store.removeStalePendingAgent(decided.agent.id, 3000)).toBe(false);
+        expect(await store.getAgent(decided.agent.id)).not.toBeNull();
+        // A pending host with agents stays; once it has none and is old enough, it goes.
+        expect(await store.removeStalePendingHost(host.id, Date.now() + 60_000)).toBe(false);
+        for (const a of [young, decided]) await store.removeStalePendingAgent(a.agent.id, Number.MAX_SAFE_INTEGER).catch(() => false);
+        const lone = hostFixture({ status: 'pending', createdAtMs: 1000 });
+        await store.createHost(lone);
+        await store.trackPending('host', lone.id, 1000);
+        expect(await store.listStalePending('host', 3000, 10)).toContain(lone.id);
+        expect(await store.removeStalePendingHost(lone.id, 3000)).toBe(true);
+        expect(await store.getHost(lone.id)).toBeNull();
+        expect(await store.findHostByThumbprint(lone.thumbprint)).toBeNull();
+        expect(await store.listStalePending('host', 3000, 10)).not.toContain(lone.id);
+      });
+
       it("a person's host links and own record are kept, listed and changed, for any person id", async () => {
         const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
         expect(await store.listPersonHostIds(person)).toEqual([]);

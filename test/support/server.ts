@@ -40,6 +40,8 @@ export interface TestServerOptions {
    * `localhost`: an IP address is never a valid WebAuthn relying-party id. It still listens on 127.0.0.1.
    */
   issuerHost?: '127.0.0.1' | 'localhost';
+  /** A Redis key prefix shared with another test server (two instances on one Redis). */
+  redisPrefix?: string;
 }
 
 export interface TestServer {
@@ -56,7 +58,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  const prefix = uniquePrefix('http');
+  const prefix = options.redisPrefix ?? uniquePrefix('http');
   const config = loadConfig({
     PORT: String(port),
     ISSUER: `http://${options.issuerHost ?? '127.0.0.1'}:${port}`,

@@ -3,7 +3,7 @@
 // cleaned (displayText), escaped (html) and never a link. Plain words: a person should know what
 // they are about to allow, and that they should only go on if they started it.
 import type { ApprovalForPerson } from '../../services/device-approvals.ts';
-import { displayText, html, type SafeHtml } from './html.ts';
+import { displayText, html, trusted, type SafeHtml } from './html.ts';
 
 const LIMITS = { name: 200, hostName: 200, reason: 500, description: 500, constraints: 2000 } as const;
 
@@ -44,7 +44,25 @@ function constraintsText(constraints: Record<string, unknown> | undefined): stri
   return displayText(JSON.stringify(constraints), LIMITS.constraints);
 }
 
-export function approvalPage(view: ApprovalForPerson, csrfToken: string, nowMs: number): SafeHtml {
+/** How the approval page handles capabilities that need presence. */
+export type PresenceOnPage =
+  | { kind: 'not_needed' }
+  /** The person has a passkey: the options the browser proves presence with. */
+  | { kind: 'ready'; options: unknown }
+  /** No passkey yet, or passkeys cannot work on this server. */
+  | { kind: 'no_passkey'; addUrl: string }
+  | { kind: 'unavailable' };
+
+/**
+ * A JSON data block (not executed, so the CSP allows it): `<` is escaped as \u003c so the data can
+ * never close the element, and the id is one of our constants.
+ */
+function dataBlock(id: 'presence-options' | 'passkey-registration-options', value: unknown): SafeHtml {
+  const json = JSON.stringify(value).replace(/</g, '\\u003c');
+  return trusted(`<script type="application/json" id="${id}">${json}</script>`);
+}
+
+export function approvalPage(view: ApprovalForPerson, csrfToken: string, nowMs: number, presence: PresenceOnPage = { kind: 'not_needed' }): SafeHtml {
   const minutesLeft = Math.max(1, Math.round((view.expiresAtMs - nowMs) / 60_000));
   const hostName = displayText(view.host.name, LIMITS.hostName) || '(an unnamed host)';
   return html`<h1>Allow this agent?</h1>
@@ -55,18 +73,21 @@ export function approvalPage(view: ApprovalForPerson, csrfToken: string, nowMs: 
 <dt>Acts</dt><dd>${view.agent.mode === 'delegated' ? 'for you' : 'on its own'}</dd>
 ${view.agent.reason ? html`<dt>Says why</dt><dd class="quoted">${displayText(view.agent.reason, LIMITS.reason)}</dd>` : ''}
 </dl>
-<form method="post" action="/device/decision">
+${presenceNote(presence)}
+<form method="post" action="/device/decision" id="decision-form">
 <input type="hidden" name="csrf" value="${csrfToken}">
+<input type="hidden" name="webauthn_response" id="presence-response" value="">
 <input type="hidden" name="agent_id" value="${view.agent.id}">
 <input type="hidden" name="approval_id" value="${view.approvalId}">
 ${view.requested.length === 0
     ? html`<p>It asks only to be connected; it gets no capabilities until you grant them.</p>`
     : html`<fieldset><legend>It asks to</legend>
 ${view.requested.map((r, i) => html`<div class="capability">
-<input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" checked>
+<input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" ${r.presence ? html`data-presence="1" ` : ''}checked>
 <label for="cap-${i}"><code>${displayText(r.capability, 128)}</code>: ${displayText(r.description, LIMITS.description)}</label>
 ${constraintsText(r.constraints) ? html`<p class="limits">Only within: <code>${constraintsText(r.constraints)}</code></p>` : ''}
 ${r.reason ? html`<p class="quoted">${displayText(r.reason, LIMITS.reason)}</p>` : ''}
+${r.presence ? html`<p class="limits">Changes things: approving it needs your passkey.</p>` : ''}
 </div>`)}
 </fieldset>`}
 <div class="actions">
@@ -74,6 +95,38 @@ ${r.reason ? html`<p class="quoted">${displayText(r.reason, LIMITS.reason)}</p>`
 <button type="submit" name="verdict" value="deny" class="secondary">Deny all</button>
 </div>
 </form>`;
+}
+
+function presenceNote(presence: PresenceOnPage): SafeHtml | string {
+  switch (presence.kind) {
+    case 'not_needed':
+      return '';
+    case 'ready':
+      return html`<p id="passkey-error" class="error" role="alert" hidden></p>
+${dataBlock('presence-options', presence.options)}
+<script src="/static/simplewebauthn-browser.js" defer></script>
+<script src="/static/passkeys.js" defer></script>`;
+    case 'no_passkey':
+      return html`<p class="warning">Some of what it asks changes things, and approving that needs a passkey. <a href="${presence.addUrl}">Add a passkey</a> first, or approve only the rest.</p>`;
+    case 'unavailable':
+      return html`<p class="warning">Some of what it asks needs a passkey, which this server cannot use (its address is an IP address). Approve only the rest, or ask an administrator.</p>`;
+  }
+}
+
+/** The page that adds a passkey: the browser creates it with these options, and the form posts it. */
+export function addPasskeyPage(options: unknown, csrfToken: string, returnTo: string): SafeHtml {
+  return html`<h1>Add a passkey</h1>
+<p>Some approvals change things, so agentgate asks you to confirm them with a passkey (your device's fingerprint, face or PIN), which an agent controlling your browser cannot do for you.</p>
+<p id="passkey-error" class="error" role="alert" hidden></p>
+${dataBlock('passkey-registration-options', options)}
+<form method="post" action="/passkeys">
+<input type="hidden" name="csrf" value="${csrfToken}">
+<input type="hidden" name="return_to" value="${returnTo}">
+<input type="hidden" name="response" id="passkey-response" value="">
+<button type="submit" id="create-passkey">Create a passkey</button>
+</form>
+<script src="/static/simplewebauthn-browser.js" defer></script>
+<script src="/static/passkeys.js" defer></script>`;
 }
 
 export function decidedPage(verdict: 'approve' | 'deny', agentName: string): SafeHtml {

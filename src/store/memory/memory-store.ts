@@ -185,6 +185,31 @@ export class MemoryStore extends MemorySideRecords implements Store {
     return null;
   }
 
+  async removeStalePendingAgent(agentId: string, createdBeforeMs: number): Promise<boolean> {
+    this.assertOpen();
+    const stored = this.#agents.get(agentId);
+    if (!stored || stored.agent.status !== 'pending' || stored.agent.createdAtMs >= createdBeforeMs) return false;
+    const { hostId, keyThumbprint } = stored.agent;
+    this.#agents.delete(agentId);
+    this.#hostAgentSet(hostId).delete(agentId);
+    this.#hostPending.get(hostId)?.delete(agentId);
+    if (this.#agentIdByHostKey.get(hostKey(hostId, keyThumbprint)) === agentId) this.#agentIdByHostKey.delete(hostKey(hostId, keyThumbprint));
+    await this.untrackPending('agent', agentId);
+    return true;
+  }
+
+  async removeStalePendingHost(hostId: string, createdBeforeMs: number): Promise<boolean> {
+    this.assertOpen();
+    const host = this.#hosts.get(hostId);
+    if (!host || host.status !== 'pending' || host.createdAtMs >= createdBeforeMs || this.#hostAgentSet(hostId).size > 0) return false;
+    this.#hosts.delete(hostId);
+    this.#hostAgentIds.delete(hostId);
+    this.#hostPending.delete(hostId);
+    if (this.#hostIdByThumbprint.get(host.thumbprint) === hostId) this.#hostIdByThumbprint.delete(host.thumbprint);
+    await this.untrackPending('host', hostId);
+    return true;
+  }
+
   async forgetPendingAgent(hostId: string, agentId: string): Promise<void> {
     this.assertOpen();
     const pending = this.#hostPending.get(hostId);

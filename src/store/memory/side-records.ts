@@ -63,6 +63,8 @@ export class MemorySideRecords {
   /** People's host links and records (not short-lived: kept as long as the process). */
   readonly #personHosts = new Map<string, Set<string>>();
   readonly #people = new Map<string, string>();
+  /** Agents and hosts waiting for approval, by creation time (for the clean-up job). */
+  readonly #pendingSince = { agent: new Map<string, number>(), host: new Map<string, number>() };
 
   constructor(now: () => number) {
     this.#now = now;
@@ -111,6 +113,21 @@ export class MemorySideRecords {
   async deleteSession(key: string): Promise<void> {
     this.assertOpen();
     this.#sessions.delete(key);
+  }
+
+  async trackPending(kind: 'agent' | 'host', id: string, createdAtMs: number): Promise<void> {
+    this.assertOpen();
+    this.#pendingSince[kind].set(id, createdAtMs);
+  }
+
+  async untrackPending(kind: 'agent' | 'host', id: string): Promise<void> {
+    this.assertOpen();
+    this.#pendingSince[kind].delete(id);
+  }
+
+  async listStalePending(kind: 'agent' | 'host', createdBeforeMs: number, limit: number): Promise<string[]> {
+    this.assertOpen();
+    return [...this.#pendingSince[kind]].filter(([, at]) => at < createdBeforeMs).sort((a, b) => a[1] - b[1]).slice(0, limit).map(([id]) => id);
   }
 
   async addPersonHost(personId: string, hostId: string): Promise<void> {

@@ -37,6 +37,8 @@ export interface KeyLayout {
   personHosts(personKey: string): string;
   /** A person's own record (JSON). */
   person(personKey: string): string;
+  /** Agents or hosts waiting for approval, scored by creation time (one key each: no hash tag needed). */
+  pendingSince(kind: 'agent' | 'host'): string;
   /** A secret shared by every instance. */
   sharedSecret(name: string): string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
@@ -68,6 +70,7 @@ export function keyLayout(prefix: string): KeyLayout {
     hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,
     userCode: (lookupKey) => `${prefix}ucode:{${lookupKey}}`,
     sharedSecret: (name) => `${prefix}secret:${name}`,
+    pendingSince: (kind) => `${prefix}pending-${kind}s`,
     personSession: (key) => `${prefix}psession:{${key}}`,
     personHosts: (personKey) => `${prefix}person:{${personKey}}:hosts`,
     person: (personKey) => `${prefix}person:{${personKey}}`,

@@ -229,6 +229,32 @@ export class RedisStore extends RedisSideRecords implements Store {
     throw new Error(`agent admission answered ${String(outcome)}`);
   }
 
+  async removeStalePendingAgent(agentId: string, createdBeforeMs: number): Promise<boolean> {
+    if (!isTaggable(agentId)) return false;
+    const k = this.#keys;
+    const removed = (await this.#scripts.agentgateRemoveStalePendingAgent(
+      k.agent(agentId), k.session(agentId), k.grants(agentId), k.grantsByCapability(agentId), msString(createdBeforeMs, 'createdBeforeMs'),
+    )) as [string, string] | null;
+    if (!removed) return false;
+    // Only the instance that deleted the agent gets here, so the host-slot clean-up runs once.
+    const [hostId, keyThumbprint] = removed;
+    await this.#scripts.agentgateForgetRemovedAgent(k.hostAgents(hostId), k.hostPendingAgents(hostId), k.hostAgentKey(hostId, keyThumbprint), agentId);
+    await this.untrackPending('agent', agentId);
+    return true;
+  }
+
+  async removeStalePendingHost(hostId: string, createdBeforeMs: number): Promise<boolean> {
+    if (!isTaggable(hostId)) return false;
+    const k = this.#keys;
+    const thumbprint = (await this.#scripts.agentgateRemoveStalePendingHost(
+      k.host(hostId), k.hostAgents(hostId), k.hostPendingAgents(hostId), msString(createdBeforeMs, 'createdBeforeMs'),
+    )) as string | null;
+    if (thumbprint === null) return false;
+    await this.#scripts.agentgateDeleteIfValue(k.hostByThumbprint(thumbprint), hostId);
+    await this.untrackPending('host', hostId);
+    return true;
+  }
+
   async forgetPendingAgent(hostId: string, agentId: string): Promise<void> {
     if (!isTaggable(hostId)) return;
     await this.#connection.zrem(this.#keys.hostPendingAgents(hostId), agentId);

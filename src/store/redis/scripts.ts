@@ -257,11 +257,59 @@ return 0
 `,
 };
 
+/**
+ * The agent-slot half of removing an agent that waited too long. KEYS: agent, session, grants,
+ * grants-by-capability. ARGV: created-before ms. Deletes them only if the agent is still pending
+ * and old enough; returns {hostId, keyThumbprint} when it deleted, false otherwise (one winner).
+ */
+export const REMOVE_STALE_PENDING_AGENT: ScriptDefinition = {
+  numberOfKeys: 4,
+  lua: `
+local agent = redis.call('HMGET', KEYS[1], 'status', 'createdAtMs', 'hostId', 'keyThumbprint')
+if agent[1] ~= 'pending' or not agent[2] or tonumber(agent[2]) >= tonumber(ARGV[1]) then return false end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return {agent[3], agent[4]}
+`,
+};
+
+/**
+ * The host-slot half: forgets a removed agent. KEYS: host agent set, host pending set, the
+ * agent's (host, key) index. ARGV: agent id.
+ */
+export const FORGET_REMOVED_AGENT: ScriptDefinition = {
+  numberOfKeys: 3,
+  lua: `
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+return 1
+`,
+};
+
+/**
+ * Removes a host that waited too long, only if still pending, old enough and without agents.
+ * KEYS: host, host agent set, host pending set. ARGV: created-before ms. Returns its thumbprint
+ * when it deleted, false otherwise.
+ */
+export const REMOVE_STALE_PENDING_HOST: ScriptDefinition = {
+  numberOfKeys: 3,
+  lua: `
+local host = redis.call('HMGET', KEYS[1], 'status', 'createdAtMs', 'thumbprint')
+if host[1] ~= 'pending' or not host[2] or tonumber(host[2]) >= tonumber(ARGV[1]) then return false end
+if redis.call('SCARD', KEYS[2]) > 0 then return false end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return host[3]
+`,
+};
+
 /** Every script, by the command name ioredis registers it under. */
 export const SCRIPTS = {
   agentgateGetAgent: GET_AGENT,
   agentgateCreateAgent: CREATE_AGENT,
   agentgateAdmitAgent: ADMIT_AGENT,
+  agentgateRemoveStalePendingAgent: REMOVE_STALE_PENDING_AGENT,
+  agentgateForgetRemovedAgent: FORGET_REMOVED_AGENT,
+  agentgateRemoveStalePendingHost: REMOVE_STALE_PENDING_HOST,
   agentgateCasAgent: CAS_AGENT,
   agentgateExecute: EXECUTE_ROUND_TRIP,
   agentgateClaimIndex: CLAIM_INDEX,

@@ -53,6 +53,20 @@ export class RedisSideRecords {
     return this.#connection.get(this.#keys.personSession(key));
   }
 
+  async trackPending(kind: 'agent' | 'host', id: string, createdAtMs: number): Promise<void> {
+    assertFiniteMs('createdAtMs', createdAtMs);
+    await this.#connection.zadd(this.#keys.pendingSince(kind), String(createdAtMs), id);
+  }
+
+  async untrackPending(kind: 'agent' | 'host', id: string): Promise<void> {
+    await this.#connection.zrem(this.#keys.pendingSince(kind), id);
+  }
+
+  async listStalePending(kind: 'agent' | 'host', createdBeforeMs: number, limit: number): Promise<string[]> {
+    assertFiniteMs('createdBeforeMs', createdBeforeMs);
+    return this.#connection.zrangebyscore(this.#keys.pendingSince(kind), '-inf', `(${createdBeforeMs}`, 'LIMIT', 0, limit);
+  }
+
   async addPersonHost(personId: string, hostId: string): Promise<void> {
     await this.#connection.sadd(this.#keys.personHosts(personKey(personId)), hostId);
   }

@@ -1,0 +1,58 @@
+// The approval page's only script (served from /static/passkeys.js; the pages allow no inline
+// script). It runs the WebAuthn ceremonies with @simplewebauthn/browser (/static/simplewebauthn-browser.js)
+// and hands their result to an ordinary form post: the server gave the options in a JSON data
+// block and checks everything itself. Without it, every page but these two ceremonies still works.
+(function () {
+  'use strict';
+  var lib = window.SimpleWebAuthnBrowser;
+
+  function optionsFrom(id) {
+    var element = document.getElementById(id);
+    return element ? JSON.parse(element.textContent) : null;
+  }
+
+  function showError(error) {
+    var element = document.getElementById('passkey-error');
+    if (!element) return;
+    element.textContent = 'Your passkey did not work: ' + (error && error.message ? error.message : String(error));
+    element.hidden = false;
+  }
+
+  // Adding a passkey (/passkeys/new).
+  var registration = optionsFrom('passkey-registration-options');
+  var createButton = document.getElementById('create-passkey');
+  if (registration && createButton && lib) {
+    createButton.addEventListener('click', function (event) {
+      event.preventDefault();
+      lib.startRegistration({ optionsJSON: registration }).then(function (response) {
+        document.getElementById('passkey-response').value = JSON.stringify(response);
+        createButton.form.submit();
+      }).catch(showError);
+    });
+  }
+
+  // Approving a capability that needs presence (the approval page).
+  var presence = optionsFrom('presence-options');
+  var form = document.getElementById('decision-form');
+  if (presence && form && lib) {
+    form.addEventListener('submit', function (event) {
+      var submitter = event.submitter;
+      if (!submitter || submitter.value !== 'approve') return;
+      var needsPresence = Array.prototype.some.call(form.querySelectorAll('input[data-presence]'), function (box) {
+        return box.checked;
+      });
+      if (!needsPresence) return;
+      event.preventDefault();
+      lib.startAuthentication({ optionsJSON: presence }).then(function (response) {
+        document.getElementById('presence-response').value = JSON.stringify(response);
+        // form.submit() sends no submitter, so the verdict travels in a field of its own.
+        var verdict = document.createElement('input');
+        verdict.type = 'hidden';
+        verdict.name = 'verdict';
+        verdict.value = 'approve';
+        form.appendChild(verdict);
+        form.submit();
+      }).catch(showError);
+    });
+  }
+})();

@@ -1,0 +1,165 @@
+// People's own API (DESIGN §8, issue 15 point 5): JSON over the approval page's session, for a
+// person's own hosts, agents and approvals. Thin, like every handler: parse with zod, call one
+// service in services/people-api.ts, shape the answer with http/views.ts.
+//
+// Authentication is the page's session cookie (HttpOnly, SameSite=Lax). A cookie is sent by the
+// browser whoever made the request, so every POST must also repeat the session's CSRF token in the
+// X-CSRF-Token header (GET /people/me gives it out): a page on another origin can neither read the
+// token nor set that header without a CORS preflight, which this server never allows.
+import { Router, type NextFunction, type Request, type Response } from 'express';
+import { z } from 'zod';
+import { definedOnly } from '../defined-only.ts';
+import type { Constraints } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import type { PersonSession, SignedIn } from '../services/people.ts';
+import * as people from '../services/people-api.ts';
+import { SESSION_COOKIE } from './device.ts';
+import { parseWith } from './parse.ts';
+import { constraintsSchema } from './schemas.ts';
+import { agentView, grantView, hostView, type ViewContext } from './views.ts';
+
+export const CSRF_HEADER = 'X-CSRF-Token';
+
+const id = z.string().min(1).max(128);
+const capabilityName = z.string().min(1).max(128);
+
+/** `POST /people/me/approvals/:approvalId` */
+export const personDecisionBodySchema = z.object({
+  verdict: z.enum(['approve', 'deny']),
+  capabilities: z.array(capabilityName).max(100).optional().describe("approve only these (the approval's others are denied); all when absent"),
+});
+
+/** `POST /people/me/agents/:agentId/grants` */
+export const personGrantBodySchema = z.object({
+  capability: capabilityName,
+  constraints: constraintsSchema.optional(),
+});
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function cookieValue(req: Request, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const [key, ...rest] = part.trim().split('=');
+    if (key === name) return rest.join('=');
+  }
+  return undefined;
+}
+
+/** A path parameter that is an id; anything longer than an id can be is not one of yours either. */
+const idParam = (value: string | undefined, notFound: () => ApiError): string => {
+  const parsed = id.safeParse(value);
+  if (!parsed.success) throw notFound();
+  return parsed.data;
+};
+
+interface Signed {
+  session: PersonSession;
+  person: SignedIn;
+}
+
+export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
+  const router = Router();
+  const { sessions } = deps;
+  const view = (): ViewContext => ({ config: deps.config, catalog: deps.catalog, userCodes: deps.userCodes, nowMs: deps.clock.nowMs() });
+  const signed = (res: Response) => res.locals.people as Signed;
+
+  // Every answer is about one person: never cached. The session must be signed in (401); a POST
+  // must carry the session's CSRF token (403). Using the API keeps the session alive, as the page does.
+  router.use('/people', async (req: Request, res: Response, next: NextFunction) => {
+    res.set('Cache-Control', 'no-store');
+    const session = await sessions.load(cookieValue(req, SESSION_COOKIE));
+    const person = people.signedInPerson(session);
+    if (req.method !== 'GET' && req.method !== 'HEAD' && !sessions.csrfMatches(session, req.get(CSRF_HEADER))) {
+      throw new ApiError('unauthorized', `${CSRF_HEADER} must repeat the csrf_token of GET /people/me`);
+    }
+    await sessions.save(session);
+    res.locals.people = { session, person } satisfies Signed;
+    next();
+  });
+
+  router.get('/people/me', (_req, res) => {
+    const { session, person } = signed(res);
+    res.json(definedOnly({
+      person_id: person.personId,
+      name: person.name,
+      email: person.email,
+      csrf_token: session.data.csrfToken,
+      signed_in_at: iso(person.signedInAtMs),
+    }));
+  });
+
+  router.get('/people/me/hosts', async (_req, res) => {
+    const hosts = await people.myHosts(deps, signed(res).person.personId);
+    res.json({ hosts: hosts.map(hostView) });
+  });
+
+  router.get('/people/me/agents', async (_req, res) => {
+    const agents = await people.myAgents(deps, signed(res).person.personId);
+    const ctx = view();
+    res.json({ agents: agents.map(({ snapshot }) => agentView(snapshot, ctx)) });
+  });
+
+  router.get('/people/me/approvals', async (_req, res) => {
+    const approvals = await people.myApprovals(deps, signed(res).person.personId);
+    res.json({ approvals: approvals.map(approvalForPersonView) });
+  });
+
+  router.post('/people/me/approvals/:approvalId', async (req, res) => {
+    const approvalId = idParam(req.params.approvalId, () => new ApiError('not_found', 'you have no open approval with this id'));
+    const body = parseWith(personDecisionBodySchema, req.body, 'body');
+    const snapshot = await people.decideMyApproval(deps, signed(res).session, approvalId, body);
+    deps.logger.info('approval decided through the people API', {
+      agentId: snapshot.agent.id, approvalId, verdict: body.verdict, personId: signed(res).person.personId,
+    });
+    res.json(agentView(snapshot, view()));
+  });
+
+  router.post('/people/me/agents/:agentId/grants', async (req, res) => {
+    const agentId = idParam(req.params.agentId, () => new ApiError('agent_not_found', 'you have no agent with this id'));
+    const body = parseWith(personGrantBodySchema, req.body, 'body');
+    const { snapshot, grant } = await people.grantToMyAgent(deps, signed(res).session, agentId, {
+      capability: body.capability, constraints: body.constraints as Constraints | undefined,
+    });
+    res.status(201).json({ agent_id: snapshot.agent.id, grant: grantView(grant, deps.catalog) });
+  });
+
+  router.post('/people/me/agents/:agentId/revoke', async (req, res) => {
+    const agentId = idParam(req.params.agentId, () => new ApiError('agent_not_found', 'you have no agent with this id'));
+    res.json(agentView(await people.revokeMyAgent(deps, signed(res).person.personId, agentId), view()));
+  });
+
+  router.post('/people/me/agents/:agentId/grants/:grantId/revoke', async (req, res) => {
+    const agentId = idParam(req.params.agentId, () => new ApiError('agent_not_found', 'you have no agent with this id'));
+    const grantId = idParam(req.params.grantId, () => new ApiError('not_found', 'this agent of yours has no grant with this id'));
+    const { snapshot, grant } = await people.revokeMyGrant(deps, signed(res).person.personId, agentId, grantId);
+    res.json({ agent_id: snapshot.agent.id, grant: grantView(grant, deps.catalog) });
+  });
+
+  router.post('/people/me/hosts/:hostId/revoke', async (req, res) => {
+    const hostId = idParam(req.params.hostId, () => new ApiError('host_not_found', 'you have no host with this id'));
+    const { host, agentsRevoked } = await people.revokeMyHost(deps, signed(res).person.personId, hostId);
+    res.json({ host_id: host.id, status: host.status, agents_revoked: agentsRevoked });
+  });
+
+  return router;
+}
+
+/** An open approval as the API shows it (snake_case, ISO times, every grant with its id). */
+function approvalForPersonView(approval: people.MyApproval) {
+  const { agent, host } = approval;
+  return {
+    approval_id: approval.approvalId,
+    expires_at: iso(approval.expiresAtMs),
+    registration: approval.registration,
+    agent: definedOnly({ agent_id: agent.id, name: agent.name, mode: agent.mode, status: agent.status, reason: agent.reason }),
+    host: definedOnly({ host_id: host.id, name: host.name }),
+    capabilities: approval.requested.map((r) => definedOnly({
+      grant_id: r.grantId,
+      capability: r.capability,
+      description: r.description,
+      approval_strength: r.approvalStrength,
+      constraints: r.constraints,
+      reason: r.reason,
+    })),
+  };
+}

@@ -1,0 +1,279 @@
+// People's own API (DESIGN §8, issue 15 point 5): what the approval page does, and a little more,
+// for the signed-in person, over their own hosts and agents only. "Mine" is decided here, once:
+// a host is the person's while it is in their host links (store.listPersonHostIds) AND its record
+// still names them (`userId`); its agents are theirs, except a delegated agent that acts for someone
+// else. Anything else is answered exactly as if it did not exist (404), never 403, so the API does
+// not tell one person which ids another person has.
+//
+// Decisions (approve, deny, a proactive grant) need a fresh sign-in, checked here rather than in
+// the handler so no route can forget it. Revocations only take power away and need none.
+import { grantCovers } from '../domain/constraints.ts';
+import { pruneHistory } from '../domain/grant-history.ts';
+import { agentRefusal } from '../domain/lifecycle.ts';
+import { checkLiveGrantLimits } from '../domain/limits.ts';
+import type { AgentRecord, AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
+import { ApiError } from '../errors.ts';
+import { approveAgent, denyAgent } from './admin.ts';
+import { releasePendingSlot, revokeChange } from './agents.ts';
+import { withoutGrants } from './approvals.ts';
+import type { ServiceDeps } from './deps.ts';
+import { decideNewGrants, validateRequests } from './grant-decisions.ts';
+import { revokeHost } from './hosts.ts';
+import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
+import type { PersonSession, Sessions, SignedIn } from './people.ts';
+import { transitionAgent } from './transitions.ts';
+
+export interface PeopleApiDeps extends ServiceDeps {
+  sessions: Sessions;
+}
+
+// One message per kind of id, the same whether the id is unknown or someone else's.
+const noSuchHost = () => new ApiError('host_not_found', 'you have no host with this id');
+const noSuchAgent = () => new ApiError('agent_not_found', 'you have no agent with this id');
+const noSuchApproval = () => new ApiError('not_found', 'you have no open approval with this id');
+const noSuchGrant = () => new ApiError('not_found', 'this agent of yours has no grant with this id');
+
+/** The person the session is signed in as; 401 when nobody is. */
+export function signedInPerson(session: PersonSession): SignedIn {
+  const person = session.data.person;
+  if (!person) throw new ApiError('authentication_required', 'Sign in first (the approval page at /signin): this API uses its session.');
+  return person;
+}
+
+/** The person, signed in recently enough to decide (SIGN_IN_FRESH_SECONDS); 401 otherwise. */
+function decidingPerson(deps: PeopleApiDeps, session: PersonSession): SignedIn {
+  const person = signedInPerson(session);
+  if (!deps.sessions.isFresh(session)) {
+    throw new ApiError('authentication_required', 'Sign in again to decide: approvals and grants need a recent sign-in.');
+  }
+  return person;
+}
+
+// ---- what is mine -------------------------------------------------------------------------------
+
+const isMyHost = (host: HostRecord | null, personId: string): host is HostRecord => host !== null && host.userId === personId;
+
+/** A delegated agent acts for one person; on my host it is mine unless it names someone else. */
+const isMyAgent = (snapshot: AgentSnapshot, personId: string) =>
+  snapshot.agent.mode !== 'delegated' || snapshot.agent.userId === undefined || snapshot.agent.userId === personId;
+
+/** My hosts: linked to me, and still naming me (an administrator may have linked one to someone else since). */
+export async function myHosts(deps: ServiceDeps, personId: string): Promise<HostRecord[]> {
+  const hosts = await Promise.all((await deps.store.listPersonHostIds(personId)).map((id) => deps.store.getHost(id)));
+  return hosts.filter((h) => isMyHost(h, personId));
+}
+
+async function myHost(deps: ServiceDeps, personId: string, hostId: string): Promise<HostRecord> {
+  const linked = await deps.store.listPersonHostIds(personId);
+  if (!linked.includes(hostId)) throw noSuchHost();
+  const host = await deps.store.getHost(hostId);
+  if (!isMyHost(host, personId)) throw noSuchHost();
+  return host;
+}
+
+export interface MyAgent {
+  host: HostRecord;
+  snapshot: AgentSnapshot;
+}
+
+/** Every agent of my hosts, host by host (bounded: a host holds at most AGENTS_PER_HOST_MAX). */
+export async function myAgents(deps: ServiceDeps, personId: string): Promise<MyAgent[]> {
+  const all: MyAgent[] = [];
+  for (const host of await myHosts(deps, personId)) {
+    const snapshots = await Promise.all((await deps.store.listHostAgentIds(host.id)).map((id) => deps.store.getAgent(id)));
+    for (const snapshot of snapshots) if (snapshot && isMyAgent(snapshot, personId)) all.push({ host, snapshot });
+  }
+  return all;
+}
+
+async function myAgent(deps: ServiceDeps, personId: string, agentId: string): Promise<MyAgent> {
+  const snapshot = await deps.store.getAgent(agentId);
+  if (!snapshot || !isMyAgent(snapshot, personId)) throw noSuchAgent();
+  const linked = await deps.store.listPersonHostIds(personId);
+  if (!linked.includes(snapshot.agent.hostId)) throw noSuchAgent();
+  const host = await deps.store.getHost(snapshot.agent.hostId);
+  if (!isMyHost(host, personId)) throw noSuchAgent();
+  return { host, snapshot };
+}
+
+// ---- approvals ----------------------------------------------------------------------------------
+
+/** One capability an approval decides, as the page shows it, with the id of the grant it decides. */
+export interface RequestedGrant {
+  grantId: string;
+  capability: string;
+  description: string;
+  constraints: Constraints | undefined;
+  reason: string | undefined;
+  /** 'presence': approving it needs a passkey on the approval page, not only a sign-in. */
+  approvalStrength: 'sign_in' | 'presence';
+}
+
+/** One open approval of one of my agents: what the approval page would show for its code. */
+export interface MyApproval {
+  agent: Pick<AgentRecord, 'id' | 'name' | 'mode' | 'reason' | 'status'>;
+  host: Pick<HostRecord, 'id' | 'name'>;
+  approvalId: string;
+  expiresAtMs: number;
+  /** True when the agent itself waits (a registration), not only some of its grants. */
+  registration: boolean;
+  requested: RequestedGrant[];
+}
+
+/** The open approval a delegated agent of mine waits on, as the page would show it; null when none is open. */
+function openApproval(deps: ServiceDeps, { host, snapshot }: MyAgent, nowMs: number): MyApproval | null {
+  const { agent, grants } = snapshot;
+  const approval = agent.approval;
+  if (agent.mode !== 'delegated' || !approval || approval.expiresAtMs <= nowMs) return null;
+  if (agent.status !== 'pending' && agent.status !== 'active') return null;
+  const decides = new Set(approval.grantIds);
+  return {
+    agent: { id: agent.id, name: agent.name, mode: agent.mode, reason: agent.reason, status: agent.status },
+    host: { id: host.id, name: host.name },
+    approvalId: approval.id,
+    expiresAtMs: approval.expiresAtMs,
+    registration: agent.status === 'pending',
+    requested: grants
+      .filter((g) => g.status === 'pending' && decides.has(g.id))
+      .map((g) => {
+        const capability = deps.catalog.get(g.capability);
+        return {
+          grantId: g.id,
+          capability: g.capability,
+          description: capability?.description ?? '(this capability is no longer offered)',
+          constraints: g.constraints,
+          reason: g.reason,
+          approvalStrength: capability?.approval_strength ?? 'sign_in',
+        };
+      }),
+  };
+}
+
+/** The open approvals of my delegated agents. */
+export async function myApprovals(deps: ServiceDeps, personId: string): Promise<MyApproval[]> {
+  const nowMs = deps.clock.nowMs();
+  return (await myAgents(deps, personId)).map((mine) => openApproval(deps, mine, nowMs)).filter((a): a is MyApproval => a !== null);
+}
+
+export interface MyDecision {
+  verdict: 'approve' | 'deny';
+  /** The capabilities approved (the approval's others are denied); all of them when absent. Ignored for a denial. */
+  capabilities?: string[] | undefined;
+}
+
+/**
+ * Approves or denies one of my open approvals, by its id, through the same atomic transition as
+ * the page and the admin API (services/admin.ts): bound to that approval id, so an approval
+ * replaced meanwhile is not decided by a click on the old one.
+ */
+export async function decideMyApproval(deps: PeopleApiDeps, session: PersonSession, approvalId: string, decision: MyDecision): Promise<AgentSnapshot> {
+  const person = decidingPerson(deps, session);
+  const approval = (await myApprovals(deps, person.personId)).find((a) => a.approvalId === approvalId);
+  if (!approval) throw noSuchApproval();
+  const asPerson = { userId: person.personId, approvalId };
+  if (decision.verdict === 'deny') return denyAgent(deps, approval.agent.id, asPerson);
+  const offered = new Map(approval.requested.map((r) => [r.capability, r]));
+  const chosen = decision.capabilities ?? [...offered.keys()];
+  const outside = chosen.filter((name) => !offered.has(name));
+  if (outside.length > 0) throw new ApiError('invalid_request', `not decided by this approval: ${outside.join(', ')}`);
+  refusePresence(chosen.filter((name) => offered.get(name)!.approvalStrength === 'presence'));
+  return approveAgent(deps, approval.agent.id, { ...asPerson, capabilities: chosen });
+}
+
+/**
+ * DESIGN §8: a capability whose approval_strength is "presence" needs a fresh passkey assertion
+ * bound to its approval. This API carries none, so it never approves or grants one: an agent that
+ * holds a person's browser session could otherwise call it for itself.
+ */
+function refusePresence(names: string[]): void {
+  if (names.length === 0) return;
+  throw new ApiError('unauthorized', `approving ${names.join(', ')} needs proof of presence: approve it on the approval page with your passkey`);
+}
+
+// ---- grants -------------------------------------------------------------------------------------
+
+export interface ProactiveGrant {
+  capability: string;
+  constraints?: Constraints | undefined;
+}
+
+/**
+ * A person grants a capability to one of their delegated agents without being asked. The policy
+ * still decides (`request_capability`): what it denies (unknown or blocked capabilities, a revoked
+ * host) no person can grant, and constraints it imposes narrow the grant, exactly as when the person
+ * approves a request; "needs approval" is what this call is. Written in one transition over the
+ * state it checked, so a racing revoke cannot be followed by the new grant.
+ */
+export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession, agentId: string, request: ProactiveGrant): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
+  const person = decidingPerson(deps, session);
+  const { host, snapshot } = await myAgent(deps, person.personId, agentId);
+  if (snapshot.agent.mode !== 'delegated') throw new ApiError('unauthorized', 'this agent acts for no person: an administrator decides its capabilities');
+  const capability = deps.catalog.get(request.capability);
+  if (!capability) {
+    throw new ApiError('invalid_capabilities', `unknown capability: ${request.capability}`, { invalid_capabilities: [request.capability] });
+  }
+  const requests = [{ name: request.capability, constraints: request.constraints }];
+  validateRequests(deps, requests);
+  let grant: GrantRecord | undefined;
+  const after = await transitionAgent(deps.store, agentId, (current) => {
+    const nowMs = deps.clock.nowMs();
+    const refusal = agentRefusal(current.agent, current.sessionExpiresAtMs, nowMs);
+    if (refusal) throw refusal;
+    const covered = current.grants.some((g) => g.capability === request.capability && g.status === 'active' && grantCovers(g.constraints, request.constraints));
+    if (covered) throw new ApiError('already_granted', `${request.capability} is already granted with these constraints or wider ones`);
+    checkLiveGrantLimits(current.grants, [{ capability: request.capability }]);
+    const [decided] = decideNewGrants(deps, {
+      action: 'request_capability', host, agent: current.agent, requests, existing: current.grants, agentId, nowMs,
+    });
+    refusePresence(capability.approval_strength === 'presence' ? [request.capability] : []);
+    // The policy's reason ("user approval required") is what the person just gave.
+    const { reason: _policyReason, ...fields } = decided!;
+    grant = { ...fields, status: 'active', grantedBy: person.personId };
+    return { replaceGrants: pruneHistory([...current.grants, grant]), set: { updatedAtMs: nowMs } };
+  });
+  deps.logger.info('capability granted by a person', { agentId, capability: request.capability, personId: person.personId, grantId: grant!.id });
+  return { snapshot: after, grant: grant! };
+}
+
+// ---- revocations --------------------------------------------------------------------------------
+
+/** Revokes one of my agents and every grant it holds (protocol §4.7's effect); idempotent. */
+export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId: string): Promise<AgentSnapshot> {
+  await myAgent(deps, personId, agentId);
+  const result = await transitionAgent(deps.store, agentId, (snapshot) =>
+    snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, deps.clock.nowMs()));
+  await forgetCachedKeyEverywhere(deps, agentId);
+  await releasePendingSlot(deps, result);
+  deps.logger.info('agent revoked by a person', { agentId, personId });
+  return result;
+}
+
+/**
+ * Revokes one grant of one of my agents, by id: an active grant stops allowing at once (execute
+ * reads grants on every call), a pending one leaves the approval that was to decide it. A grant
+ * already revoked or denied is left as it is.
+ */
+export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId: string, grantId: string): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
+  await myAgent(deps, personId, agentId);
+  let grant: GrantRecord | undefined;
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => {
+    const found = current.grants.find((g) => g.id === grantId);
+    if (!found) throw noSuchGrant();
+    grant = found;
+    if (found.status !== 'active' && found.status !== 'pending') return null;
+    const nowMs = deps.clock.nowMs();
+    grant = { ...found, status: 'revoked', updatedAtMs: nowMs };
+    const approval = current.agent.approval;
+    const approvalChange = found.status === 'pending' && approval
+      ? { approval: withoutGrants(approval, new Set([found.id]), current.agent.status === 'pending') }
+      : {};
+    return { upsertGrants: [grant], set: { updatedAtMs: nowMs, ...approvalChange } };
+  });
+  deps.logger.info('grant revoked by a person', { agentId, grantId, personId });
+  return { snapshot, grant: grant! };
+}
+
+/** Revokes one of my hosts and, with it, every agent it has (protocol §4.10's effect). */
+export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: string) {
+  return revokeHost(deps, await myHost(deps, personId, hostId));
+}

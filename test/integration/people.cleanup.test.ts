@@ -1,0 +1,51 @@
+// Agents and hosts that wait for approval too long are removed by a periodic job that every
+// instance runs (issue 15 point 7): two instances on one Redis, cleaning at the same moment,
+// remove each item exactly once, and nothing that was decided.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { removeStalePending } from '../../src/services/cleanup.ts';
+import { Client } from '../support/client.ts';
+import { newEd25519 } from '../support/keys.ts';
+import { uniquePrefix } from '../support/redis.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const MAX_AGE_SECONDS = 3600;
+let one: TestServer;
+let two: TestServer;
+let c: Client;
+
+beforeAll(async () => {
+  const redisPrefix = uniquePrefix('cleanup');
+  const env = { PENDING_MAX_AGE_SECONDS: String(MAX_AGE_SECONDS) };
+  one = await startTestServer({ store: 'redis', redisPrefix, env });
+  two = await startTestServer({ store: 'redis', redisPrefix, env });
+  c = new Client(one);
+});
+afterAll(async () => {
+  await one.close();
+  await two.close();
+});
+
+describe('the clean-up of what waited too long', () => {
+  it('two instances cleaning at once remove each stale pending agent and host exactly once, and keep what was decided', async () => {
+    const waiting = [];
+    for (let i = 0; i < 6; i++) waiting.push((await c.register(await newEd25519(), { mode: 'delegated', capabilities: ['echo'] })).agent!);
+    const approved = (await c.register(await newEd25519(), { mode: 'delegated', capabilities: ['echo'] })).agent!;
+    expect((await c.admin('POST', `/admin/agents/${approved.id}/approve`, { user_id: 'user-1' })).json.status).toBe('active');
+    const later = MAX_AGE_SECONDS * 1000 + 1000;
+    one.clock.advance(later);
+    two.clock.advance(later);
+    // A newcomer registered now is not stale yet.
+    const fresh = (await c.register(await newEd25519(), { mode: 'delegated', capabilities: ['echo'] })).agent!;
+    const [a, b] = await Promise.all([removeStalePending(one.app.deps, MAX_AGE_SECONDS * 1000), removeStalePending(two.app.deps, MAX_AGE_SECONDS * 1000)]);
+    expect(a.agentsRemoved + b.agentsRemoved).toBe(6);
+    for (const agent of waiting) expect(await one.store.getAgent(agent.id)).toBeNull();
+    // Their hosts were dynamic, pending and now empty: removed once too (in this run or the next).
+    const again = await removeStalePending(one.app.deps, MAX_AGE_SECONDS * 1000);
+    expect(a.hostsRemoved + b.hostsRemoved + again.hostsRemoved).toBe(6);
+    for (const agent of waiting) expect(await one.store.findHostByThumbprint(agent.host.thumbprint)).toBeNull();
+    expect((await one.store.getAgent(approved.id))!.agent.status).toBe('active');
+    expect((await one.store.getAgent(fresh.id))!.agent.status).toBe('pending');
+    // A removed agent's host key can register again, from scratch.
+    expect((await c.register(waiting[0]!.host, { mode: 'delegated' })).res.json.status).toBe('pending');
+  });
+});

@@ -83,6 +83,7 @@ export function openApiDocument(config: Config) {
       '/people/me/agents/{agentId}/revoke': { post: personPost('Revoke my agent and its grants', ['agentId']) },
       '/people/me/agents/{agentId}/grants/{grantId}/revoke': { post: personPost("Revoke one of my agent's grants", ['agentId', 'grantId']) },
       '/people/me/hosts/{hostId}/revoke': { post: personPost('Revoke my host and all its agents', ['hostId']) },
+      '/people/me/hosts/{hostId}/unlink': { post: personPost('Stop vouching for my host: it stays active but unlinked, its delegated agents are revoked', ['hostId']) },
     },
   };
 }

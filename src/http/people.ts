@@ -141,6 +141,13 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
     res.json({ host_id: host.id, status: host.status, agents_revoked: agentsRevoked });
   });
 
+  // The host stays active but unlinked; its delegated agents are revoked (services/people-api.ts says why).
+  router.post('/people/me/hosts/:hostId/unlink', async (req, res) => {
+    const hostId = idParam(req.params.hostId, () => new ApiError('host_not_found', 'you have no host with this id'));
+    const { host, agentsRevoked } = await people.unlinkMyHost(deps, signed(res).person.personId, hostId);
+    res.json({ host_id: host.id, status: host.status, linked: host.userId !== undefined, agents_revoked: agentsRevoked });
+  });
+
   return router;
 }
 

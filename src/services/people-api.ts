@@ -18,7 +18,7 @@ import { releasePendingSlot, revokeChange } from './agents.ts';
 import { withoutGrants } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
-import { revokeHost } from './hosts.ts';
+import { cascadeToAgents, revokeHost } from './hosts.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import type { PersonSession, Sessions, SignedIn } from './people.ts';
 import { transitionAgent } from './transitions.ts';
@@ -276,4 +276,50 @@ export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId
 /** Revokes one of my hosts and, with it, every agent it has (protocol §4.10's effect). */
 export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: string) {
   return revokeHost(deps, await myHost(deps, personId, hostId));
+}
+
+/**
+ * Unlinks one of my hosts: I no longer vouch for it. Stance: the host is not revoked (nothing says
+ * its key is compromised, and someone may vouch for it again), it stays `active` but unlinked, so
+ * every new delegated registration from it waits for a person's approval again
+ * (domain/registration.ts registrationNeedsApproval), and whoever approves one links it. Its
+ * delegated agents acted for me: they are revoked with their grants. Agents acting for someone else,
+ * and autonomous or already final ones, are left as they are.
+ *
+ * Order, so that every crash leaves a safe state: the agents are revoked while the host is still
+ * mine (a crash here leaves it linked with its agents revoked, and I can unlink again); then the
+ * link goes; then agents that registered meanwhile (the host was still linked, so they were
+ * approved as mine) are revoked in a second sweep. A registration that read the host before the
+ * unlink cannot land after it: the store admits an agent only while its host still has the person
+ * the registration was decided with.
+ */
+export async function unlinkMyHost(deps: ServiceDeps, personId: string, hostId: string): Promise<{ host: HostRecord; agentsRevoked: number }> {
+  const host = await myHost(deps, personId, hostId);
+  let agentsRevoked = await revokeDelegatedAgents(deps, host.id, personId);
+  const result = await deps.store.updateHost(host.id, { userId: null, updatedAtMs: deps.clock.nowMs() });
+  if (!result) throw noSuchHost();
+  await deps.store.removePersonHost(personId, host.id);
+  agentsRevoked += await revokeDelegatedAgents(deps, host.id, personId);
+  deps.logger.info('host unlinked by its person', { hostId: host.id, personId, agentsRevoked });
+  return { host: result.host, agentsRevoked };
+}
+
+/** Revokes the host's delegated agents that act for this person (or for nobody yet); how many changed. */
+async function revokeDelegatedAgents(deps: ServiceDeps, hostId: string, personId: string): Promise<number> {
+  const waited = new Set<string>();
+  const nowMs = deps.clock.nowMs();
+  const changed = await cascadeToAgents(deps, hostId, (snapshot) => {
+    const { agent } = snapshot;
+    const live = agent.status === 'active' || agent.status === 'pending' || agent.status === 'expired';
+    if (agent.mode !== 'delegated' || !live || !isMyAgent(snapshot, personId)) return null;
+    if (agent.status === 'pending') waited.add(agent.id);
+    return revokeChange(snapshot, nowMs);
+  });
+  // As releasePendingSlot does: best effort, a slot left behind frees itself when its approval lapses.
+  for (const agentId of waited) {
+    await deps.store.forgetPendingAgent(hostId, agentId).catch((err: unknown) => {
+      deps.logger.warn('could not free a pending-agent slot; it frees itself when the approval lapses', { agentId, err });
+    });
+  }
+  return changed;
 }

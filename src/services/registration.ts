@@ -60,6 +60,7 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     // A host nobody vouched for (anyone can make one) gets a small quota until a person links it.
     const maxAgents = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
     const created = await store.createAgent(snapshot, {
+      hostUserId: host.userId,
       maxAgents,
       maxPendingAgents: config.PENDING_AGENTS_PER_HOST_MAX,
       ...(snapshot.agent.approval ? { pendingUntilMs: snapshot.agent.approval.expiresAtMs } : {}),

@@ -115,7 +115,8 @@ export const HOST_FIELDS = {
   publicJwk: { kind: 'record', fields: JWK_FIELDS },
   name: { kind: 'string', optional: true, patch: 'set' },
   status: { kind: 'enum', values: HOST_STATUSES, patch: 'set' },
-  userId: { kind: 'string', optional: true, patch: 'set' },
+  // `null` in a patch unlinks the host from its person (the people's API).
+  userId: { kind: 'string', optional: true, patch: 'remove' },
   defaultCapabilities: { kind: 'list', patch: 'set' },
   createdAtMs: { kind: 'number' },
   updatedAtMs: { kind: 'number', patch: 'set' },

@@ -59,11 +59,14 @@ export type HostUpdate = { host: HostRecord; updated: boolean } | null;
 
 /**
  * The checks createAgent makes in the same atomic step that adds the agent to its host
- * (SECURITY.md): the host still has the status and key the agent record copied (so a host
- * revoked, approved or rotated meanwhile cannot miss this agent), and it has room for one more
+ * (SECURITY.md): the host still has the status and key the agent record copied, and the person it
+ * was linked to (so a host revoked, approved, rotated, linked or unlinked meanwhile cannot miss this
+ * agent), and it has room for one more
  * agent (and one more pending agent, when this one waits for approval).
  */
 export interface AgentAdmission {
+  /** The person the host was linked to when the agent was decided (undefined: not linked). */
+  hostUserId?: string | undefined;
   maxAgents: number;
   maxPendingAgents: number;
   /** When the agent waits for approval: its approval's deadline. A pending slot counts until then. */

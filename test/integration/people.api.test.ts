@@ -92,6 +92,7 @@ describe.each(['memory', 'redis'] as const)("people's own API (%s store)", (stor
       [`/people/me/agents/${world.active.id}/grants`, { capability: 'weather_lookup' }],
       [`/people/me/agents/${world.active.id}/revoke`, {}],
       [`/people/me/agents/${world.active.id}/grants/${grantId}/revoke`, {}],
+      [`/people/me/hosts/${world.hostId}/unlink`, {}],
       [`/people/me/hosts/${world.hostId}/revoke`, {}],
     ];
   }
@@ -160,13 +161,14 @@ describe.each(['memory', 'redis'] as const)("people's own API (%s store)", (stor
     const a = await worldOf(alice);
     await worldOf(mallory);
     const before = await stateOf(a);
-    const expected = ['404 not_found', '404 agent_not_found', '404 agent_not_found', '404 agent_not_found', '404 host_not_found'];
+    const expected = ['404 not_found', '404 agent_not_found', '404 agent_not_found', '404 agent_not_found', '404 host_not_found', '404 host_not_found'];
     const routes = postRoutes(a, await grantIdOf(a.active.id, 'echo'));
     for (const [i, [path, body]] of routes.entries()) expect([path, code(await mallory.post(path, body))]).toEqual([path, expected[i]]);
     // The same answers as for ids that never existed: nothing tells Mallory that Alice's exist.
     expect(code(await mallory.post('/people/me/approvals/apr_nope', { verdict: 'approve' }))).toBe('404 not_found');
     expect(code(await mallory.post('/people/me/agents/agt_nope/revoke'))).toBe('404 agent_not_found');
     expect(code(await mallory.post('/people/me/hosts/hst_nope/revoke'))).toBe('404 host_not_found');
+    expect(code(await mallory.post('/people/me/hosts/hst_nope/unlink'))).toBe('404 host_not_found');
     expect(await stateOf(a)).toEqual(before);
   });
 
@@ -341,6 +343,47 @@ describe.each(['memory', 'redis'] as const)("people's own API (%s store)", (stor
     expect((await alice.get('/people/me/hosts')).json.hosts).toMatchObject([{ host_id: a.hostId, status: 'revoked' }]);
     expect((await alice.get('/people/me/agents')).json.agents.map((x: { status: string }) => x.status)).toEqual(['revoked', 'revoked']);
     expect((await alice.get('/people/me/approvals')).json.approvals).toEqual([]);
+  });
+
+  it('unlinking a host revokes its delegated agents, keeps it active but unlinked, and its next delegated agent waits for a person again', async () => {
+    const alice = await Person.signedIn('Alice');
+    const a = await worldOf(alice);
+    const res = await alice.post(`/people/me/hosts/${a.hostId}/unlink`);
+    expect(res.json).toEqual({ host_id: a.hostId, status: 'active', linked: false, agents_revoked: 2 });
+    expect(code(await c.execute(a.active, 'echo', {}))).toBe('403 agent_revoked');
+    expect((await c.admin('GET', `/admin/agents/${a.waiting.id}`)).json.status).toBe('revoked');
+    const host = (await c.admin('GET', `/admin/hosts/${a.hostId}`)).json;
+    expect(host.status).toBe('active');
+    expect(host).not.toHaveProperty('user_id');
+    // It is no longer Alice's: gone from her lists, and her ids for it answer 404.
+    expect((await alice.get('/people/me/hosts')).json.hosts).toEqual([]);
+    expect((await alice.get('/people/me/agents')).json.agents).toEqual([]);
+    expect(code(await alice.post(`/people/me/hosts/${a.hostId}/unlink`))).toBe('404 host_not_found');
+    expect(code(await alice.post(`/people/me/agents/${a.active.id}/revoke`))).toBe('404 agent_not_found');
+    // A new delegated agent of the host, even asking only for its default, waits for a person's approval.
+    const next = await c.register(a.host, { mode: 'delegated', capabilities: ['echo'] });
+    expect(next.res.json.status).toBe('pending');
+    expect(next.res.json.approval.user_code).toEqual(expect.any(String));
+    // Whoever approves it through the page links the host to themselves.
+    const bob = new PersonBrowser(server.baseUrl);
+    const page = await bob.signIn(`Bob-${++seq}`, `/device?user_code=${next.res.json.approval.user_code}`);
+    const decided = await bob.request('POST', '/device/decision', {
+      csrf: bob.csrfOf(page.text), agent_id: next.agent!.id, approval_id: /name="approval_id" value="([^"]+)"/.exec(page.text)![1]!, verdict: 'approve', capabilities: ['echo'],
+    });
+    expect(decided.status).toBe(200);
+    expect((await c.admin('GET', `/admin/hosts/${a.hostId}`)).json.user_id).toMatch(/^dev\|Bob-/);
+  });
+
+  it('unlinking leaves alone the agents of the host that act for someone else', async () => {
+    const alice = await Person.signedIn('Alice');
+    const a = await worldOf(alice);
+    const bob = await Person.signedIn('Bob');
+    // An administrator links the host to Bob, Bob's agent registers, then the host goes back to Alice.
+    await c.admin('POST', '/admin/hosts', { public_key: a.host.publicJwk, default_capabilities: ['echo'], user_id: bob.personId });
+    const bobs = await c.register(a.host, { mode: 'delegated', capabilities: ['echo'] });
+    await c.admin('POST', '/admin/hosts', { public_key: a.host.publicJwk, default_capabilities: ['echo'], user_id: alice.personId });
+    expect((await alice.post(`/people/me/hosts/${a.hostId}/unlink`)).json.agents_revoked).toBe(2);
+    expect((await c.execute(bobs.agent!, 'echo', {})).status).toBe(200);
   });
 
   it("a host an administrator linked to another person is no longer the first person's", async () => {

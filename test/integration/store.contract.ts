@@ -190,6 +190,18 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.getHost(host.id)).toEqual(expected);
       });
 
+      it('updateHost with userId null unlinks the host and keeps everything else; a value links it again', async () => {
+        const host = hostFixture({ userId: 'usr_1' });
+        await store.createHost(host);
+        const { userId: _unlinked, ...unlinked } = { ...host, updatedAtMs: host.updatedAtMs + 5 };
+        expect(await store.updateHost(host.id, { userId: null, updatedAtMs: host.updatedAtMs + 5 }, ['active'])).toEqual({ host: unlinked, updated: true });
+        expect(await store.getHost(host.id)).toEqual(unlinked);
+        expect((await store.updateHost(host.id, { userId: 'usr_2' }))!.host.userId).toBe('usr_2');
+        // A refused write removes nothing either.
+        await store.updateHost(host.id, { status: 'revoked' });
+        expect(await store.updateHost(host.id, { userId: null }, ['active'])).toMatchObject({ host: { userId: 'usr_2' }, updated: false });
+      });
+
       it('updateHost of an unknown host is null and creates nothing', async () => {
         const hostId = uid('hst');
         expect(await store.updateHost(hostId, { name: 'ghost' })).toBeNull();
@@ -336,7 +348,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const snapshot = snapshotFixture(host.id, { agent: { hostStatus: host.status, hostThumbprint: host.thumbprint, ...agentOverrides } });
         return { host, snapshot };
       }
-      const roomy = (extra: Partial<AgentAdmission> = {}): AgentAdmission => ({ maxAgents: 10, maxPendingAgents: 10, nowMs: Date.now(), ...extra });
+      const roomy = (extra: Partial<AgentAdmission> = {}): AgentAdmission => ({ hostUserId: 'usr_1', maxAgents: 10, maxPendingAgents: 10, nowMs: Date.now(), ...extra });
 
       it('admission: an agent is linked to its host only while the host has the status and key the agent copied', async () => {
         const { host, snapshot } = await hostAndNewAgent();
@@ -349,6 +361,10 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.createAgent(other.snapshot, roomy())).toEqual({ created: false, reason: 'host_changed' });
         const ghost = snapshotFixture(uid('hst'));
         expect(await store.createAgent(ghost, roomy())).toEqual({ created: false, reason: 'host_changed' });
+        // A host linked to another person (or unlinked) since the registration was decided: refused too.
+        const relinked = await hostAndNewAgent();
+        expect(await store.createAgent(relinked.snapshot, roomy({ hostUserId: 'usr_2' }))).toEqual({ created: false, reason: 'host_changed' });
+        expect(await store.createAgent(relinked.snapshot, roomy({ hostUserId: undefined }))).toEqual({ created: false, reason: 'host_changed' });
         const fine = await hostAndNewAgent();
         expect((await store.createAgent(fine.snapshot, roomy())).created).toBe(true);
       });

@@ -135,7 +135,8 @@ describe('record patches: only what the table lets a write change', () => {
   it('identity fields smuggled into a patch are ignored; approval null removes the approval', () => {
     const smuggled = { status: 'revoked', id: 'agt_other', version: 42, createdAtMs: 0, approval: null } as Parameters<typeof encodeAgentPatch>[0];
     expect(encodeAgentPatch(smuggled)).toEqual({ set: ['status', 'revoked'], unset: ['approval'] });
-    expect(encodeHostPatch({ status: 'revoked', id: 'hst_other', thumbprint: 'thp_other' } as Parameters<typeof encodeHostPatch>[0])).toEqual(['status', 'revoked']);
+    expect(encodeHostPatch({ status: 'revoked', id: 'hst_other', thumbprint: 'thp_other' } as Parameters<typeof encodeHostPatch>[0])).toEqual({ set: ['status', 'revoked'], unset: [] });
+    expect(encodeHostPatch({ userId: null })).toEqual({ set: [], unset: ['userId'] });
   });
 
   it('the patchable fields are the ones the stores have always accepted', () => {
@@ -143,8 +144,8 @@ describe('record patches: only what the table lets a write change', () => {
       ['status', 'publicJwk', 'keyThumbprint', 'keyVersion', 'hostStatus', 'hostThumbprint', 'userId', 'activatedAtMs', 'lastUsedAtMs', 'absoluteExpiresAtMs', 'maxLifetimeExpiresAtMs', 'updatedAtMs'].sort(),
     );
     expect(AGENT_PATCH_FIELDS.remove).toEqual(['approval']);
-    expect([...HOST_PATCH_FIELDS.set].sort()).toEqual(['name', 'status', 'userId', 'defaultCapabilities', 'activatedAtMs', 'updatedAtMs'].sort());
-    expect(HOST_PATCH_FIELDS.remove).toEqual([]);
+    expect([...HOST_PATCH_FIELDS.set].sort()).toEqual(['name', 'status', 'defaultCapabilities', 'activatedAtMs', 'updatedAtMs'].sort());
+    expect(HOST_PATCH_FIELDS.remove).toEqual(['userId']);
   });
 });
 

@@ -104,7 +104,15 @@ export class MemoryStore extends MemorySideRecords implements Store {
     const host = this.#hosts.get(hostId);
     if (!host) return null;
     if (fromStatuses !== undefined && !fromStatuses.includes(host.status)) return { host: copy(host), updated: false };
-    this.#hosts.set(hostId, { ...host, ...definedOnly(copy(patch), HOST_PATCH_FIELDS.set) });
+    const fields = copy(patch);
+    const next: HostRecord = { ...host, ...definedOnly(fields, HOST_PATCH_FIELDS.set) };
+    // As for agents (agent-changes.ts applyPatch): `null` removes a removable field, a value sets it.
+    for (const field of HOST_PATCH_FIELDS.remove) {
+      const value = fields[field];
+      if (value === null) delete next[field];
+      else if (value !== undefined) next[field] = value;
+    }
+    this.#hosts.set(hostId, next);
     return { host: copy(this.#hosts.get(hostId)!), updated: true };
   }
 
@@ -173,7 +181,7 @@ export class MemoryStore extends MemorySideRecords implements Store {
   /** The checks the Redis admission script makes, in the same order; records the pending slot. */
   #admissionRefusal(agent: AgentRecord, admission: AgentAdmission): 'host_changed' | 'too_many_agents' | 'too_many_pending' | null {
     const host = this.#hosts.get(agent.hostId);
-    if (!host || host.status !== agent.hostStatus || host.thumbprint !== agent.hostThumbprint) return 'host_changed';
+    if (!host || host.status !== agent.hostStatus || host.thumbprint !== agent.hostThumbprint || host.userId !== admission.hostUserId) return 'host_changed';
     if (this.#hostAgentSet(agent.hostId).size >= admission.maxAgents) return 'too_many_agents';
     if (admission.pendingUntilMs !== undefined) {
       const pending = this.#hostPending.get(agent.hostId) ?? new Map<string, number>();

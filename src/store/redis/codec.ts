@@ -51,9 +51,9 @@ export function encodeHost(host: HostRecord): FlatFields {
   return encodeHash(HOST, host);
 }
 
-/** A host has no field a patch may remove, so its patch is only what to set. */
-export function encodeHostPatch(patch: HostPatch): FlatFields {
-  return encodeHashPatch(HOST, patch).set;
+/** Encodes the fields a host write sets; `userId: null` (unlinking) lands in `unset`. */
+export function encodeHostPatch(patch: HostPatch): { set: FlatFields; unset: string[] } {
+  return encodeHashPatch(HOST, patch);
 }
 
 // The fields rotateHostKey replaces, together.

@@ -145,7 +145,8 @@ export class RedisStore extends RedisSideRecords implements Store {
     if (!isTaggable(hostId)) return null;
     const allowed = fromStatuses === undefined ? '' : fromStatuses.join(',');
     if (fromStatuses !== undefined && fromStatuses.length === 0) throw new Error('updateHost: fromStatuses must name at least one status');
-    const reply = (await this.#scripts.agentgateUpdateHost(this.#keys.host(hostId), allowed, ...encodeHostPatch(patch))) as [string, unknown] | null;
+    const { set, unset } = encodeHostPatch(patch);
+    const reply = (await this.#scripts.agentgateUpdateHost(this.#keys.host(hostId), allowed, String(unset.length), ...unset, ...set)) as [string, unknown] | null;
     if (reply === null) return null;
     return { host: decodeHost(reply[1]), updated: reply[0] === 'ok' };
   }
@@ -220,6 +221,7 @@ export class RedisStore extends RedisSideRecords implements Store {
       admission?.pendingUntilMs === undefined ? '' : msString(admission.pendingUntilMs, 'pendingUntilMs'),
       msString(admission?.nowMs ?? 0, 'nowMs'),
       String(admission?.maxPendingAgents ?? 0),
+      admission?.hostUserId ?? '',
     )) as [string, string | undefined];
     if (outcome === 'ok') return { created: true, snapshot: normalizeSnapshot(snapshot) };
     // Refused: what was written in the agent's slot goes, so net nothing was written.

@@ -89,7 +89,8 @@ return 1
  * registration index and adds the agent to the host's set, in one step with the checks that must
  * hold at that moment. KEYS: index, host agent set, host hash, host pending set.
  * ARGV: agent id, check ('1' = check the host, '0' = claim only), expected host status, expected
- * host thumbprint, max agents, pending deadline ms ('' = not pending), now ms, max pending agents.
+ * host thumbprint, max agents, pending deadline ms ('' = not pending), now ms, max pending agents,
+ * expected host user id ('' = not linked).
  * Returns {'ok'} | {'exists', owner id} | {'host_changed'} | {'too_many_agents'} | {'too_many_pending'};
  * every refusal writes nothing.
  */
@@ -99,8 +100,8 @@ export const ADMIT_AGENT: ScriptDefinition = {
 local owner = redis.call('GET', KEYS[1])
 if owner then return {'exists', owner} end
 if ARGV[2] == '1' then
-  local host = redis.call('HMGET', KEYS[3], 'status', 'thumbprint')
-  if host[1] ~= ARGV[3] or host[2] ~= ARGV[4] then return {'host_changed'} end
+  local host = redis.call('HMGET', KEYS[3], 'status', 'thumbprint', 'userId')
+  if host[1] ~= ARGV[3] or host[2] ~= ARGV[4] or (host[3] or '') ~= ARGV[9] then return {'host_changed'} end
   if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'too_many_agents'} end
   if ARGV[6] ~= '' then
     -- Agents whose approval lapsed no longer hold a pending slot.
@@ -211,9 +212,10 @@ return 1
 };
 
 /**
- * Sets fields of an existing host. KEYS: host. ARGV: allowed current statuses, comma-separated
- * ('' = any), then field, value, ... Returns false when the host does not exist, {'ok', fields}
- * when written, {'refused', fields} when its status is not one of the allowed ones (nothing written).
+ * Sets and removes fields of an existing host. KEYS: host. ARGV: allowed current statuses,
+ * comma-separated ('' = any), the number n of fields to remove, those n fields, then field, value,
+ * ... Returns false when the host does not exist, {'ok', fields} when written, {'refused', fields}
+ * when its status is not one of the allowed ones (nothing written).
  */
 export const UPDATE_HOST: ScriptDefinition = {
   numberOfKeys: 1,
@@ -227,7 +229,9 @@ if ARGV[1] ~= '' then
   end
   if not allowed then return {'refused', redis.call('HGETALL', KEYS[1])} end
 end
-if #ARGV > 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
+local unset = tonumber(ARGV[2])
+if unset > 0 then redis.call('HDEL', KEYS[1], unpack(ARGV, 3, 2 + unset)) end
+if #ARGV > 2 + unset then redis.call('HSET', KEYS[1], unpack(ARGV, 3 + unset)) end
 return {'ok', redis.call('HGETALL', KEYS[1])}
 `,
 };

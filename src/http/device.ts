@@ -170,9 +170,9 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
     }
     const capabilities = ([] as unknown[]).concat(body.capabilities ?? []).filter((c): c is string => typeof c === 'string').slice(0, 100);
     const webauthnResponse = typeof body.webauthn_response === 'string' && body.webauthn_response !== '' ? body.webauthn_response : undefined;
-    const snapshot = await decideAsPerson(deps, session, { agentId, approvalId, verdict, capabilities, webauthnResponse });
+    const { snapshot, approved, denied } = await decideAsPerson(deps, session, { agentId, approvalId, verdict, capabilities, webauthnResponse });
     logger.info('approval decided on the page', { agentId, approvalId, verdict, personId: session.data.person?.personId, approved: verdict === 'approve' ? capabilities : [] });
-    return decidedPage(verdict, snapshot.agent.name);
+    return decidedPage(verdict, snapshot.agent.name, approved, denied);
   }));
 
   router.get('/signin', page(async (req, res, session) => {

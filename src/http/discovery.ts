@@ -30,6 +30,8 @@ export function discoveryDocument(config: Config) {
     algorithms: config.ALGORITHMS,
     modes: config.MODES,
     approval_methods: ['device_authorization'],
+    // Where people approve (RFC 8628's verification URI): an extension member, ignored by clients that do not know it.
+    verification_uri: `${config.issuer}/device`,
     endpoints: ENDPOINTS,
   };
 }

@@ -29,13 +29,15 @@ export function withoutGrants(approval: ApprovalRecord, withdrawnIds: ReadonlySe
 }
 
 /**
- * Lets the approval page find the agent's open approval by its user code (until it expires). Run
- * after every change that opens an approval; an approval decided or replaced later is no longer
- * found through its old code, since the lookup checks the agent's current approval id.
+ * Lets the approval page find the agent's open approval by its user code (until it expires), and
+ * the clean-up job find it once it lapsed. Run after every change that opens an approval; an
+ * approval decided or replaced later is no longer found through its old code, since the lookup
+ * checks the agent's current approval id.
  */
 export async function indexOpenApproval(deps: Pick<ServiceDeps, 'store' | 'userCodes' | 'clock'>, snapshot: AgentSnapshot): Promise<void> {
   const approval = snapshot.agent.approval;
   if (!approval || approval.expiresAtMs <= deps.clock.nowMs()) return;
   const lookupKey = deps.userCodes.lookupKey(deps.userCodes.codeFor(approval.id))!;
   await deps.store.indexUserCode(lookupKey, snapshot.agent.id, approval.expiresAtMs);
+  await deps.store.trackPending('approval', snapshot.agent.id, approval.expiresAtMs);
 }

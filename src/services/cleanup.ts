@@ -1,8 +1,16 @@
 // Removes what waited for approval too long (issue 15 point 7): agents still pending
-// PENDING_MAX_AGE_SECONDS after they registered, and pending hosts of that age with no agents left.
+// PENDING_MAX_AGE_SECONDS after they registered, pending hosts of that age with no agents left, and
+// approvals that lapsed on agents that are no longer pending (a request-capability nobody decided).
 // Every instance runs the job; each removal is one atomic step in the store that only one instance
-// can win, so running it on several instances at once removes each item exactly once. An approval
-// that expired leaves nothing to clean: its code index expires with it, and its agent goes here.
+// can win (a delete guarded by status and age, or a compare-and-set on the agent's version), so
+// running it on several instances at once removes each item exactly once.
+//
+// A lapsed approval's pending grants are deleted, not denied: nobody decided them, and a denial
+// would become the policy's `previous_status` for the next request (docs/stances.md). A client
+// waiting on their ids sees them gone and may ask again; the next request gets a new approval.
+// A pending agent's lapsed approval stays until the agent itself is removed for its age: the host
+// may still ask for a fresh code (POST /agent/device/code).
+import type { AgentSnapshot } from '../domain/types.ts';
 import type { Logger } from '../logger.ts';
 import type { ServiceDeps } from './deps.ts';
 
@@ -12,6 +20,7 @@ const BATCH = 200;
 export interface CleanupResult {
   agentsRemoved: number;
   hostsRemoved: number;
+  approvalsRemoved: number;
 }
 
 export async function removeStalePending(deps: Pick<ServiceDeps, 'store' | 'clock'>, maxAgeMs: number): Promise<CleanupResult> {
@@ -35,7 +44,35 @@ export async function removeStalePending(deps: Pick<ServiceDeps, 'store' | 'cloc
     const host = await deps.store.getHost(hostId);
     if (!host || host.status !== 'pending') await deps.store.untrackPending('host', hostId);
   }
-  return { agentsRemoved, hostsRemoved };
+  return { agentsRemoved, hostsRemoved, approvalsRemoved: await removeLapsedApprovals(deps) };
+}
+
+async function removeLapsedApprovals(deps: Pick<ServiceDeps, 'store' | 'clock'>): Promise<number> {
+  const nowMs = deps.clock.nowMs();
+  let removed = 0;
+  for (const agentId of await deps.store.listStalePending('approval', nowMs, BATCH)) {
+    const snapshot = await deps.store.getAgent(agentId);
+    const approval = snapshot?.agent.approval;
+    // Renewed meanwhile: tracking it again moved its entry to the new deadline.
+    if (approval && approval.expiresAtMs > nowMs) continue;
+    if (snapshot && approval && snapshot.agent.status !== 'pending') {
+      const result = await deps.store.casAgent(agentId, snapshot.agent.version, withoutLapsedApproval(snapshot, nowMs));
+      // Lost to another instance or to a concurrent change: the next run looks again.
+      if (!result.ok) continue;
+      removed++;
+    }
+    await deps.store.untrackPending('approval', agentId);
+  }
+  return removed;
+}
+
+/** The agent without its lapsed approval and the grants that were still waiting on it. */
+function withoutLapsedApproval(snapshot: AgentSnapshot, nowMs: number) {
+  const waiting = new Set(snapshot.agent.approval?.grantIds ?? []);
+  return {
+    replaceGrants: snapshot.grants.filter((g) => !(g.status === 'pending' && waiting.has(g.id))),
+    set: { approval: null, updatedAtMs: nowMs },
+  };
 }
 
 /** Runs the clean-up every `intervalMs` (never overlapping itself); answers a function that stops it. */
@@ -46,7 +83,9 @@ export function scheduleCleanup(deps: Pick<ServiceDeps, 'store' | 'clock'>, inte
     running = true;
     removeStalePending(deps, maxAgeMs)
       .then((result) => {
-        if (result.agentsRemoved + result.hostsRemoved > 0) logger.info('removed agents and hosts that waited too long for approval', { ...result });
+        if (result.agentsRemoved + result.hostsRemoved + result.approvalsRemoved > 0) {
+          logger.info('removed agents, hosts and approvals that waited too long for a decision', { ...result });
+        }
       })
       .catch((err: unknown) => logger.warn('clean-up of pending agents failed; it runs again later', { err }))
       .finally(() => {

@@ -124,7 +124,16 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
     if (needsPresence) await verifyPresence(deps, session, decision.approvalId, decision.webauthnResponse);
   }
   const asPerson = { userId: person.personId, approvalId: decision.approvalId };
-  return decision.verdict === 'approve'
-    ? approveAgent(deps, decision.agentId, { ...asPerson, capabilities: decision.capabilities })
-    : denyAgent(deps, decision.agentId, asPerson);
+  const after = decision.verdict === 'approve'
+    ? await approveAgent(deps, decision.agentId, { ...asPerson, capabilities: decision.capabilities })
+    : await denyAgent(deps, decision.agentId, asPerson);
+  // What this decision decided: the grants of the approval the person was shown (the check above
+  // made sure it is the open one), as they are now.
+  const decidedIds = new Set(snapshot.agent.approval?.id === decision.approvalId ? snapshot.agent.approval.grantIds : []);
+  const decided = after.grants.filter((g) => decidedIds.has(g.id));
+  return {
+    snapshot: after,
+    approved: decided.filter((g) => g.status === 'active').map((g) => g.capability),
+    denied: decided.filter((g) => g.status === 'denied').map((g) => g.capability),
+  };
 }

@@ -13,6 +13,9 @@ import type { AgentPatch, HostPatch } from './records.ts';
 // The patch types are derived from the record tables in records.ts (one list of each record's fields).
 export type { AgentPatch, HostPatch } from './records.ts';
 
+/** What the clean-up job tracks: agents and hosts waiting for approval, and agents' open approvals. */
+export type PendingKind = 'agent' | 'host' | 'approval';
+
 export interface AgentChange {
   set?: AgentPatch;
   /** Replace every grant of the agent with these (reactivation). */
@@ -177,12 +180,16 @@ export interface Store {
   deleteSession(key: string): Promise<void>;
 
   // ---- clean-up of what waited too long ----------------------------------------------------------
-  /** Remembers that an agent or host waits for approval since `createdAtMs` (for the clean-up job). */
-  trackPending(kind: 'agent' | 'host', id: string, createdAtMs: number): Promise<void>;
+  /**
+   * Remembers, for the clean-up job, that an agent or host waits for approval since `atMs` (its
+   * creation), or that an agent's open approval (kind 'approval', id: the agent's) lapses at `atMs`.
+   * Tracking an id again moves it to the new time.
+   */
+  trackPending(kind: PendingKind, id: string, atMs: number): Promise<void>;
   /** It no longer waits (decided, revoked or removed). */
-  untrackPending(kind: 'agent' | 'host', id: string): Promise<void>;
-  /** Up to `limit` ids that have waited since before `createdBeforeMs`, oldest first. */
-  listStalePending(kind: 'agent' | 'host', createdBeforeMs: number, limit: number): Promise<string[]>;
+  untrackPending(kind: PendingKind, id: string): Promise<void>;
+  /** Up to `limit` ids tracked at a time before `beforeMs`, oldest first. */
+  listStalePending(kind: PendingKind, beforeMs: number, limit: number): Promise<string[]>;
   /**
    * Deletes an agent that still waits for approval and was created before `createdBeforeMs`, with
    * its grants, session and index entries. Atomic per agent: of several instances cleaning at once,

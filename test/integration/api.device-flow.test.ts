@@ -108,5 +108,6 @@ describe.each(['memory', 'redis'] as const)('device authorization (%s store)', (
     const discovery = (await http('GET', c.url('/.well-known/agent-configuration'))).json;
     expect(discovery.approval_methods).toEqual(['device_authorization']);
     expect(discovery.endpoints.device_code).toBe('/agent/device/code');
+    expect(discovery.verification_uri).toBe(`${c.issuer}/device`);
   });
 });

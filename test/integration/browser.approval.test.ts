@@ -163,7 +163,7 @@ describe('the approval page in a real browser, with a real provider and a pollin
       await expect(page.getByRole('heading', { name: 'Sign in' }).isVisible()).resolves.toBe(true);
 
       // The provider's own login form, in the same browser.
-      const loginForm = await navigate('provider-login-form', () => page.getByRole('link', { name: 'Sign in with your account' }).click());
+      const loginForm = await navigate('provider-login-form', () => page.getByRole('link', { name: "Sign in with your organisation's account" }).click());
       expect(ourSteps()).toEqual(['303 /signin/start']);
       expect(new URL(loginForm.url()).origin).toBe(provider!.issuer);
       await page.getByLabel('Account').fill('alice');

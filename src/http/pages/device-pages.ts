@@ -64,7 +64,7 @@ function dataBlock(id: 'presence-options' | 'passkey-registration-options', valu
 
 export function approvalPage(view: ApprovalForPerson, csrfToken: string, nowMs: number, presence: PresenceOnPage = { kind: 'not_needed' }): SafeHtml {
   const minutesLeft = Math.max(1, Math.round((view.expiresAtMs - nowMs) / 60_000));
-  const hostName = displayText(view.host.name, LIMITS.hostName) || '(an unnamed host)';
+  const hostName = displayText(view.host.name, LIMITS.hostName) || `a host that gave no name (id ${view.host.id})`;
   return html`<h1>Allow this agent?</h1>
 <p>Approving lets the agent below act <strong>on your behalf</strong> with the capabilities you tick. <strong>Only approve if you started this yourself.</strong> This request expires in about ${minutesLeft} minute${minutesLeft === 1 ? '' : 's'}.</p>
 <dl class="facts">
@@ -86,7 +86,7 @@ ${view.requested.map((r, i) => html`<div class="capability">
 <input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" ${r.presence ? html`data-presence="1" ` : ''}checked>
 <label for="cap-${i}"><code>${displayText(r.capability, 128)}</code>: ${displayText(r.description, LIMITS.description)}</label>
 ${constraintsText(r.constraints) ? html`<p class="limits">Only within: <code>${constraintsText(r.constraints)}</code></p>` : ''}
-${r.reason ? html`<p class="quoted">${displayText(r.reason, LIMITS.reason)}</p>` : ''}
+${r.reason && r.reason !== view.agent.reason ? html`<p class="limits">Note on this request: ${displayText(r.reason, LIMITS.reason)}</p>` : ''}
 ${r.presence ? html`<p class="limits">Changes things: approving it needs your passkey.</p>` : ''}
 </div>`)}
 </fieldset>`}
@@ -129,16 +129,23 @@ ${dataBlock('passkey-registration-options', options)}
 <script src="/static/passkeys.js" defer></script>`;
 }
 
-export function decidedPage(verdict: 'approve' | 'deny', agentName: string): SafeHtml {
-  return verdict === 'approve'
-    ? html`<h1>Done</h1><p>You approved <strong>${displayText(agentName, LIMITS.name)}</strong>. You can close this page and go back to your agent.</p>`
-    : html`<h1>Denied</h1><p>You denied <strong>${displayText(agentName, LIMITS.name)}</strong>. It was told, and cannot ask with this code again. You can close this page.</p>`;
+/** What the person decided, said back in full: what the agent may now do, and what it may not. */
+export function decidedPage(verdict: 'approve' | 'deny', agentName: string, approved: string[], denied: string[]): SafeHtml {
+  const name = displayText(agentName, LIMITS.name);
+  const list = (capabilities: string[]) => html`<ul>${capabilities.map((c) => html`<li><code>${displayText(c, 128)}</code></li>`)}</ul>`;
+  if (verdict === 'deny') {
+    return html`<h1>Denied</h1><p>You denied <strong>${name}</strong>. It learns this the next time it checks, and cannot ask with this code again. You can close this page.</p>`;
+  }
+  return html`<h1>Done</h1>
+<p>You approved <strong>${name}</strong>. You can close this page and go back to your agent.</p>
+${approved.length > 0 ? html`<p>It may now:</p>${list(approved)}` : html`<p>It is connected, but may not use any capability yet.</p>`}
+${denied.length > 0 ? html`<p>You refused:</p>${list(denied)}` : ''}`;
 }
 
 export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean }): SafeHtml {
   return html`<h1>Sign in</h1>
-<p>Sign in to see what the agent asks for. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>
-${methods.oidc ? html`<p><a class="button" href="/signin/start?return_to=${encodeURIComponent(returnTo)}">Sign in with your account</a></p>` : ''}
+<p>An agent asked for permission to act for you. Sign in to see exactly what it asks for; nothing is approved until you say so on the next page. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>
+${methods.oidc ? html`<p><a class="button" href="/signin/start?return_to=${encodeURIComponent(returnTo)}">Sign in with your organisation's account</a></p>` : ''}
 ${methods.dev ? html`<form method="post" action="/signin/dev">
 <p class="warning">Development sign-in: anyone can be anyone. Never use it in production (INSECURE_DEV_SIGN_IN).</p>
 <input type="hidden" name="csrf" value="${csrfToken}">

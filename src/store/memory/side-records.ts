@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { normalizeTtlMs } from '../checks.ts';
 import { ReplayCacheFullError } from './replay-records.ts';
+import type { PendingKind } from '../store.ts';
 
 const MAX_ENTRIES = 100_000;
 
@@ -64,7 +65,7 @@ export class MemorySideRecords {
   readonly #personHosts = new Map<string, Set<string>>();
   readonly #people = new Map<string, string>();
   /** Agents and hosts waiting for approval, by creation time (for the clean-up job). */
-  readonly #pendingSince = { agent: new Map<string, number>(), host: new Map<string, number>() };
+  readonly #pendingSince: Record<PendingKind, Map<string, number>> = { agent: new Map(), host: new Map(), approval: new Map() };
 
   constructor(now: () => number) {
     this.#now = now;
@@ -115,19 +116,19 @@ export class MemorySideRecords {
     this.#sessions.delete(key);
   }
 
-  async trackPending(kind: 'agent' | 'host', id: string, createdAtMs: number): Promise<void> {
+  async trackPending(kind: PendingKind, id: string, atMs: number): Promise<void> {
     this.assertOpen();
-    this.#pendingSince[kind].set(id, createdAtMs);
+    this.#pendingSince[kind].set(id, atMs);
   }
 
-  async untrackPending(kind: 'agent' | 'host', id: string): Promise<void> {
+  async untrackPending(kind: PendingKind, id: string): Promise<void> {
     this.assertOpen();
     this.#pendingSince[kind].delete(id);
   }
 
-  async listStalePending(kind: 'agent' | 'host', createdBeforeMs: number, limit: number): Promise<string[]> {
+  async listStalePending(kind: PendingKind, beforeMs: number, limit: number): Promise<string[]> {
     this.assertOpen();
-    return [...this.#pendingSince[kind]].filter(([, at]) => at < createdBeforeMs).sort((a, b) => a[1] - b[1]).slice(0, limit).map(([id]) => id);
+    return [...this.#pendingSince[kind]].filter(([, at]) => at < beforeMs).sort((a, b) => a[1] - b[1]).slice(0, limit).map(([id]) => id);
   }
 
   async addPersonHost(personId: string, hostId: string): Promise<void> {

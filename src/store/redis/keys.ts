@@ -4,6 +4,8 @@
 // The thumbprint index and the host jti records are tagged by the thumbprint instead: they are
 // only ever touched one key at a time.
 
+import type { PendingKind } from '../store.ts';
+
 export interface KeyLayout {
   /** Agent hash: one field per AgentRecord field (JSON for nested values). */
   agent(agentId: string): string;
@@ -38,7 +40,7 @@ export interface KeyLayout {
   /** A person's own record (JSON). */
   person(personKey: string): string;
   /** Agents or hosts waiting for approval, scored by creation time (one key each: no hash tag needed). */
-  pendingSince(kind: 'agent' | 'host'): string;
+  pendingSince(kind: PendingKind): string;
   /** A secret shared by every instance. */
   sharedSecret(name: string): string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { assertFiniteMs, assertTaggable, isTaggable, normalizeTtlMs, personKey } from '../checks.ts';
 import type { RedisConnection } from './connection.ts';
 import type { KeyLayout } from './keys.ts';
+import type { PendingKind } from '../store.ts';
 
 /** The Redis store's side records; RedisStore extends this class, so they need no forwarding. */
 export class RedisSideRecords {
@@ -53,18 +54,18 @@ export class RedisSideRecords {
     return this.#connection.get(this.#keys.personSession(key));
   }
 
-  async trackPending(kind: 'agent' | 'host', id: string, createdAtMs: number): Promise<void> {
-    assertFiniteMs('createdAtMs', createdAtMs);
-    await this.#connection.zadd(this.#keys.pendingSince(kind), String(createdAtMs), id);
+  async trackPending(kind: PendingKind, id: string, atMs: number): Promise<void> {
+    assertFiniteMs('atMs', atMs);
+    await this.#connection.zadd(this.#keys.pendingSince(kind), String(atMs), id);
   }
 
-  async untrackPending(kind: 'agent' | 'host', id: string): Promise<void> {
+  async untrackPending(kind: PendingKind, id: string): Promise<void> {
     await this.#connection.zrem(this.#keys.pendingSince(kind), id);
   }
 
-  async listStalePending(kind: 'agent' | 'host', createdBeforeMs: number, limit: number): Promise<string[]> {
-    assertFiniteMs('createdBeforeMs', createdBeforeMs);
-    return this.#connection.zrangebyscore(this.#keys.pendingSince(kind), '-inf', `(${createdBeforeMs}`, 'LIMIT', 0, limit);
+  async listStalePending(kind: PendingKind, beforeMs: number, limit: number): Promise<string[]> {
+    assertFiniteMs('beforeMs', beforeMs);
+    return this.#connection.zrangebyscore(this.#keys.pendingSince(kind), '-inf', `(${beforeMs}`, 'LIMIT', 0, limit);
   }
 
   async addPersonHost(personId: string, hostId: string): Promise<void> {

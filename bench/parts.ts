@@ -5,7 +5,10 @@
 // included), per call; Redis's own CPU is not counted. BENCH_PARTS_CALLS sets the calls per row.
 import { KeyObject, randomUUID } from 'node:crypto';
 import { cpus } from 'node:os';
-import { verifySignature } from '../src/auth/jwt.ts';
+import { compactVerify, importJWK } from 'jose';
+import { loadSodium, nodeCryptoVerifier, sodiumVerifier } from '../src/auth/ed25519-verify.ts';
+import { decodeJwt, verifySignature } from '../src/auth/jwt.ts';
+import { KeyImporter } from '../src/auth/keys.ts';
 import { systemClock } from '../src/clock.ts';
 import { executeCapability } from '../src/services/execute.ts';
 import { Client } from '../test/support/client.ts';
@@ -30,6 +33,12 @@ try {
     agentId: agent.id, keyVersion: key.keyVersion, jti: randomUUID(), jtiTtlMs: 120_000, capability: CONSTRAINED.name,
     nowMs: Date.now(), sessionTtlMs: 3_600_000,
   });
+  // The same key on each Ed25519 backend, and as the WebCrypto key jose verified with before issue 16.
+  const sodium = loadSodium();
+  const keyOn = async (importer: KeyImporter) => importer.import(snapshot.agent.publicJwk);
+  const nodeKey = await keyOn(new KeyImporter(nodeCryptoVerifier()));
+  const sodiumKey = 'sodium' in sodium ? await keyOn(new KeyImporter(sodiumVerifier(sodium.sodium))) : null;
+  const webCryptoKey = await importJWK({ ...snapshot.agent.publicJwk }, 'EdDSA');
   const budgets = () => Promise.all([deps.limits.consume('agent', agent.id), deps.limits.consume('host', key.hostId)]);
 
   /** Runs `step` CALLS times, IN_FLIGHT at once; returns CPU µs per call and calls per second. */
@@ -46,7 +55,9 @@ try {
 
   const rows: Array<[string, (i: number) => unknown]> = [
     ['JWT precheck (decode, claims)', (i) => deps.agentAuth.precheck(tokens[i]!, [audience, server.config.issuer])],
-    ['signature verification (jose, WebCrypto)', (i) => verifySignature(tokens[i]!, key)],
+    ...(sodiumKey ? [['signature verification (libsodium, as shipped where it loads)', (i: number) => verifySignature(decoded[i]!, sodiumKey)] as [string, (i: number) => unknown]] : []),
+    ['signature verification (node:crypto, the fallback)', (i) => verifySignature(decoded[i]!, nodeKey)],
+    ['signature verification (jose on WebCrypto, before issue 16)', (i) => compactVerify(tokens[i]!, webCryptoKey, { algorithms: ['EdDSA'] })],
     ['execute script round trip, decoded', roundTrip],
     ['agent and host budgets', budgets],
     ['round trip and budgets, pipelined', () => Promise.all([roundTrip(), budgets()])],
@@ -60,6 +71,7 @@ try {
   ];
   // Every row that verifies or executes needs fresh tokens; a warm-up pass runs each row once first.
   let tokens = presign(signer, CALLS, audience);
+  let decoded = tokens.map((t) => decodeJwt(t, 'agent+jwt'));
   const lines = [
     `Machine: ${cpus()[0]?.model.trim() || 'unknown CPU'}, ${cpus().length} cores, Node ${process.version}; ${CALLS} calls per row, ${IN_FLIGHT} in flight.`,
     '',
@@ -69,6 +81,7 @@ try {
   // The test server's clock stands still; bring it to now after signing, so the tokens are current.
   const freshTokens = () => {
     tokens = presign(signer, CALLS, audience);
+    decoded = tokens.map((t) => decodeJwt(t, 'agent+jwt'));
     server.clock.set(Date.now());
   };
   for (const [label, step] of rows) {

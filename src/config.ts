@@ -38,6 +38,8 @@ const schema = z
     POLICY_MEMORY_MAX_PAGES: z.coerce.number().int().min(16).max(16_384).default(1024),
 
     ALGORITHMS: csv(['Ed25519', 'P-256'] as const).default(['Ed25519']),
+    /** Which backend verifies Ed25519 signatures (src/auth/ed25519-verify.ts). */
+    ED25519_VERIFIER: z.enum(['auto', 'libsodium', 'node']).default('auto'),
     MODES: csv(['delegated', 'autonomous'] as const).default(['delegated', 'autonomous']),
     DYNAMIC_HOST_REGISTRATION: bool.default(true),
     CAPABILITY_LIST_REQUIRES_AUTH: bool.default(false),

@@ -58,7 +58,7 @@ export class AgentAuthenticator {
     const { agent } = snapshot;
     const cached = this.keys.get(agentId);
     const key = cached?.keyVersion === agent.keyVersion ? cached : await this.keys.put(agentId, agent.publicJwk, agent.keyVersion, agent.hostId);
-    await verifySignature(decoded.token, key);
+    await verifySignature(decoded, key);
     assertIssuer(decoded.claims, agent.hostThumbprint);
     if (options.consumeJti) {
       if (!(await this.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
@@ -74,11 +74,11 @@ export class AgentAuthenticator {
    * verifies with it; on a miss or a failure (the key may have been rotated on another instance
    * before the invalidation arrived), the stored key, once. Nothing is written.
    */
-  async verifyWithCachedKey(agentId: string, token: string): Promise<CachedAgentKey> {
+  async verifyWithCachedKey(agentId: string, decoded: DecodedJwt): Promise<CachedAgentKey> {
     const cached = this.keys.get(agentId);
     if (cached) {
       try {
-        await verifySignature(token, cached);
+        await verifySignature(decoded, cached);
         return cached;
       } catch {
         this.keys.invalidate(agentId);
@@ -88,7 +88,7 @@ export class AgentAuthenticator {
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     const fresh = await this.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
     if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
-    await verifySignature(token, fresh);
+    await verifySignature(decoded, fresh);
     return fresh;
   }
 

@@ -6,8 +6,8 @@ import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
-import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature } from './jwt.ts';
-import { importVerifyKey, jwkThumbprint, parsePublicJwk } from './keys.ts';
+import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
+import { jwkThumbprint, parsePublicJwk, type KeyImporter } from './keys.ts';
 
 /** A base64url SHA-256 thumbprint: 43 characters (braces could never reach a Redis hash tag). */
 const THUMBPRINT = /^[A-Za-z0-9_-]{43}$/;
@@ -44,8 +44,10 @@ export class HostAuthenticator {
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
   private readonly limits: RateLimits;
+  private readonly importer: KeyImporter;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; limits: RateLimits }) {
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; limits: RateLimits; importer: KeyImporter }) {
+    this.importer = deps.importer;
     this.store = deps.store;
     this.clock = deps.clock;
     this.settings = deps.settings;
@@ -54,7 +56,8 @@ export class HostAuthenticator {
 
   async verify(token: string | null, options: HostAuthOptions): Promise<VerifiedHost> {
     if (!token) throw new ApiError('invalid_jwt', 'a host JWT is required (Authorization: Bearer)');
-    const { claims } = decodeJwt(token, 'host+jwt');
+    const decoded = decodeJwt(token, 'host+jwt');
+    const { claims } = decoded;
     const iss = claims.iss;
     if (typeof iss !== 'string' || !THUMBPRINT.test(iss)) throw new ApiError('invalid_jwt', 'host JWT iss must be the host key thumbprint');
     checkAudience(claims, [this.settings.issuer]);
@@ -63,9 +66,9 @@ export class HostAuthenticator {
     const host = await this.store.findHostByThumbprint(iss);
     let presentedJwk: PublicJwk | null = null;
     if (host) {
-      await verifySignature(token, await importVerifyKey(host.publicJwk));
+      await verifySignature(decoded, await this.importer.import(host.publicJwk));
     } else {
-      presentedJwk = await this.verifySelfSigned(token, iss, claims);
+      presentedJwk = await this.verifySelfSigned(decoded, iss);
       if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
     }
     // Recorded only after the signature verified, so a forgery cannot burn a real host's jti.
@@ -81,14 +84,15 @@ export class HostAuthenticator {
   }
 
   /** An unknown host proves possession of `host_public_key`, whose thumbprint must be `iss`. */
-  private async verifySelfSigned(token: string, iss: string, claims: Record<string, unknown>): Promise<PublicJwk> {
+  private async verifySelfSigned(decoded: DecodedJwt, iss: string): Promise<PublicJwk> {
+    const { claims } = decoded;
     if (claims.host_public_key === undefined) {
       if (claims.host_jwks_url !== undefined) throw new ApiError('invalid_request', 'host_jwks_url is not supported; send host_public_key');
       throw new ApiError('invalid_jwt', 'unknown host: the JWT must carry host_public_key');
     }
     const { jwk } = parsePublicJwk(claims.host_public_key, this.settings.algorithms, 'host_public_key');
     if (jwkThumbprint(jwk) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of host_public_key');
-    await verifySignature(token, await importVerifyKey(jwk));
+    await verifySignature(decoded, await this.importer.import(jwk));
     return jwk;
   }
 

@@ -2,6 +2,7 @@
 // and identity claim rules of DESIGN §4, and signature verification with a key we chose.
 import { compactVerify } from 'jose';
 import { ApiError } from '../errors.ts';
+import type { Ed25519PublicKey } from './ed25519-verify.ts';
 import type { VerifyKey } from './keys.ts';
 
 const MAX_TOKEN_CHARS = 8192;
@@ -89,11 +90,35 @@ export function jtiTtlMs(rules: Pick<TimeRules, 'maxLifetimeSeconds' | 'skewSeco
   return (rules.maxLifetimeSeconds + 2 * rules.skewSeconds) * 1000;
 }
 
-/** Verifies the signature with the stored key's algorithm; the header's alg must agree. */
-export async function verifySignature(token: string, key: VerifyKey): Promise<void> {
+/**
+ * Verifies the signature with the stored key's algorithm; the header's `alg` must agree (a token
+ * cannot choose how it is checked). Ed25519 goes to the strict backend chosen at start-up, P-256 to
+ * jose.
+ */
+export async function verifySignature(decoded: DecodedJwt, key: VerifyKey): Promise<void> {
+  if (decoded.header.alg !== key.alg) throw invalid('JWT signature verification failed');
+  if (key.alg === 'EdDSA') {
+    if (!verifyEd25519(decoded.token, key.ed25519)) throw invalid('JWT signature verification failed');
+    return;
+  }
   try {
-    await compactVerify(token, key.key, { algorithms: [key.alg] });
+    await compactVerify(decoded.token, key.key, { algorithms: [key.alg] });
   } catch {
     throw invalid('JWT signature verification failed');
   }
+}
+
+/** An Ed25519 signature is 64 bytes: 86 base64url characters without padding. */
+const ED25519_SIGNATURE_CHARS = 86;
+
+function verifyEd25519(token: string, key: Ed25519PublicKey): boolean {
+  const lastDot = token.lastIndexOf('.');
+  const encoded = token.slice(lastDot + 1);
+  if (encoded.length !== ED25519_SIGNATURE_CHARS) return false;
+  const signature = Buffer.from(encoded, 'base64url');
+  // The last character has spare bits, so one signature has several spellings; only the canonical
+  // one is accepted, as for keys (a token has exactly one spelling).
+  if (signature.toString('base64url') !== encoded) return false;
+  // decodeJwt made sure the token is base64url and dots only, so latin1 is its ASCII signing input.
+  return key.verify(Buffer.from(token.slice(0, lastDot), 'latin1'), signature);
 }

@@ -3,13 +3,13 @@
 // bounded in number and age and dropped when any instance rotates or revokes the agent (pub/sub).
 import type { Clock } from '../clock.ts';
 import type { PublicJwk } from '../domain/types.ts';
-import { importVerifyKey, type VerifyKey } from './keys.ts';
+import type { KeyImporter, VerifyKey } from './keys.ts';
 
-export interface CachedAgentKey extends VerifyKey {
+export type CachedAgentKey = VerifyKey & {
   agentId: string;
   hostId: string;
   keyVersion: number;
-}
+};
 
 interface Entry {
   value: CachedAgentKey;
@@ -21,8 +21,10 @@ export class AgentKeyCache {
   private readonly maxEntries: number;
   private readonly ttlMs: number;
   private readonly clock: Clock;
+  private readonly importer: KeyImporter;
 
-  constructor(options: { maxEntries: number; ttlSeconds: number; clock: Clock }) {
+  constructor(options: { maxEntries: number; ttlSeconds: number; clock: Clock; importer: KeyImporter }) {
+    this.importer = options.importer;
     this.maxEntries = options.maxEntries;
     this.ttlMs = options.ttlSeconds * 1000;
     this.clock = options.clock;
@@ -40,7 +42,7 @@ export class AgentKeyCache {
 
   /** Imports and caches the key; with a zero-sized cache it only imports. */
   async put(agentId: string, jwk: PublicJwk, keyVersion: number, hostId: string): Promise<CachedAgentKey> {
-    const value: CachedAgentKey = { ...(await importVerifyKey(jwk)), agentId, hostId, keyVersion };
+    const value: CachedAgentKey = { ...(await this.importer.import(jwk)), agentId, hostId, keyVersion };
     if (this.maxEntries === 0 || this.ttlMs === 0) return value;
     // Map keeps insertion order, so the first key is the oldest entry: evict it when full.
     if (this.entries.size >= this.maxEntries && !this.entries.has(agentId)) {

@@ -6,6 +6,7 @@ import { importJWK } from 'jose';
 import { z } from 'zod';
 import { ApiError } from '../errors.ts';
 import { ed25519PublicKeyProblem } from './ed25519-point.ts';
+import type { Ed25519PublicKey, Ed25519Verifier } from './ed25519-verify.ts';
 import type { PublicJwk } from '../domain/types.ts';
 
 /** Key types agentgate can verify, and the JWS `alg` each one signs with. */
@@ -87,18 +88,34 @@ export function algorithmFor(jwk: PublicJwk): JwsAlgorithm {
   throw new Error(`stored key of unsupported type ${typeName}`);
 }
 
-/** What jose verifies with: a WebCrypto key (never a shared secret). */
+/** What jose verifies P-256 signatures with: a WebCrypto key (never a shared secret). */
 export type AsymmetricKey = Exclude<Awaited<ReturnType<typeof importJWK>>, Uint8Array>;
 
-export interface VerifyKey {
-  key: AsymmetricKey;
-  alg: JwsAlgorithm;
-}
+/** A stored public key ready to verify with: Ed25519 on the strict backend, P-256 through jose. */
+export type VerifyKey =
+  | { alg: 'EdDSA'; ed25519: Ed25519PublicKey }
+  | { alg: 'ES256'; key: AsymmetricKey };
 
-/** Imports a stored public key as a WebCrypto key, so jose verifies on libuv's pool. */
-export async function importVerifyKey(jwk: PublicJwk): Promise<VerifyKey> {
-  const alg = algorithmFor(jwk);
-  const key = await importJWK({ ...jwk }, alg);
-  if (key instanceof Uint8Array) throw new Error('a symmetric key cannot be a verify key');
-  return { key, alg };
+/**
+ * A key no signature verifies under. Stored Ed25519 keys passed the same strict checks at
+ * registration, so this only stands in for a record written before those checks existed: its
+ * owner is refused (401 invalid_jwt), never let through.
+ */
+const NEVER_VERIFIES: Ed25519PublicKey = { verify: () => false };
+
+/** Imports stored public keys, Ed25519 ones for the backend chosen at start-up (ed25519-verify.ts). */
+export class KeyImporter {
+  readonly ed25519: Ed25519Verifier;
+
+  constructor(ed25519: Ed25519Verifier) {
+    this.ed25519 = ed25519;
+  }
+
+  async import(jwk: PublicJwk): Promise<VerifyKey> {
+    const alg = algorithmFor(jwk);
+    if (alg === 'EdDSA') return { alg, ed25519: this.ed25519.prepare(Buffer.from(jwk.x ?? '', 'base64url')) ?? NEVER_VERIFIES };
+    const key = await importJWK({ ...jwk }, alg);
+    if (key instanceof Uint8Array) throw new Error('a symmetric key cannot be a verify key');
+    return { alg, key };
+  }
 }

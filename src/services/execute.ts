@@ -28,7 +28,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   // Step 2: typ, claims and time rules need no key and no I/O.
   const unverified = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
   // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
-  let key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded.token);
+  let key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded);
   // Step 4: one round trip confirms the key version, records the jti, extends the session.
   const jtiTtlMs = deps.agentAuth.jtiTtlMs();
   const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
@@ -51,7 +51,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
       deps.agentAuth.forgetKey(unverified.agentId);
-      key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded.token);
+      key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded);
       result = await roundTrip(key);
     }
     if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');

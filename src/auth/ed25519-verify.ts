@@ -3,10 +3,12 @@
 // binary loads, node:crypto (OpenSSL, ~78 µs) where it does not.
 //
 // The two backends must give the same verdict on every input, or an agent could be accepted by one
-// instance and refused by another. libsodium is the stricter of the two: besides the equation it
-// refuses a non-canonical S (S >= L), a small-order R, and a small-order or non-canonical public
-// key; OpenSSL checks S but accepts the rest. So the checks libsodium makes before the equation are
-// made here, in JavaScript, for both backends, and each backend then only checks the equation.
+// instance and refused by another. libsodium is strict: besides the equation it refuses a
+// non-canonical S (S >= L), a small-order R, and a small-order or non-canonical public key.
+// node:crypto is not strict everywhere: on Node 20 (OpenSSL 3.0) it checks S but accepts the rest,
+// so a forgery under the identity key verifies there; Node 24 refuses those itself. So the checks
+// libsodium makes before the equation are made here, in JavaScript, for both backends, whatever
+// the runtime, and each backend then only has the equation left to decide.
 // test/unit/ed25519-verify.test.ts runs RFC 8032's vectors and malleable and malformed cases
 // through both and asserts the same verdict.
 import { createPublicKey, verify as opensslVerify, type KeyObject } from 'node:crypto';
@@ -93,7 +95,8 @@ export function nodeCryptoVerifier(): Ed25519Verifier {
       try {
         key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: 'der', type: 'spki' });
       } catch {
-        // Not a point on the curve: OpenSSL cannot decode it, and no signature can verify.
+        // A key the runtime refuses to import (it accepts most off-curve encodings, whose
+        // signatures then simply never verify): no signature can verify under it.
         return null;
       }
       return {

@@ -1,8 +1,10 @@
-// `npm run bench`: starts Redis-backed agentgate and a bare Express baseline on loopback, provisions
-// agents with constrained grants, and drives POST /capability/execute with a fresh, pre-signed agent
-// JWT per request at several concurrencies. Reports req/s, p50/p99 latency, errors and the ratio
-// execute/baseline measured in the same run, and what each request cost in CPU in the server, in
-// Redis and in the load generator (from /proc and INFO cpu). Bounded: every run has a fixed duration.
+// `npm run bench`: starts Redis-backed agentgate, a bare Express baseline and the floor (bare Express
+// plus one Ed25519 verification per request, bench/floor-server.ts) on loopback, provisions agents
+// with constrained grants, and drives POST /capability/execute with a fresh, pre-signed agent JWT per
+// request at several concurrencies. Reports req/s, p50/p99 latency, errors and the ratios
+// execute/baseline and execute/floor measured in the same run, and what each request cost in CPU in
+// the server, in Redis and in the load generator (from /proc and INFO cpu). Bounded: every run has a
+// fixed duration.
 //
 // Settings (environment): BENCH_DURATION_SECONDS (10), BENCH_CONNECTIONS (16,64), BENCH_SCENARIOS
 // (allowed,violated,replay), BENCH_RUNTIMES (24; 24,20 also runs the Node 20 build), BENCH_WORKERS
@@ -10,7 +12,7 @@
 // them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND (16000),
 // BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { KeyObject, randomBytes } from 'node:crypto';
+import { createPublicKey, KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -20,6 +22,7 @@ import { Redis } from 'ioredis';
 import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../test/support/redis.ts';
 import { freePort } from '../test/support/net.ts';
+import { loadSodium } from '../src/auth/ed25519-verify.ts';
 import { presign, type BenchAgent } from './jwt.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
@@ -38,6 +41,8 @@ const RESULTS_FILE = process.env.BENCH_RESULTS_FILE ?? 'bench/results/latest.jso
 /** When set, agentgate runs with --cpu-prof and writes its profiles there. */
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 const CONSTRAINTS = { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } };
+/** The verifier the floor uses: the fastest agentgate ships, where it loads on this machine. */
+const FLOOR_VERIFIER = 'sodium' in loadSodium() ? 'libsodium' : 'node:crypto';
 
 interface Measured {
   scenario: string;
@@ -247,21 +252,28 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
   const label = (s: string) => `${s} [Node ${runtime}${WORKERS > 1 ? `, ${WORKERS} workers` : ''}]`;
   const gateProbe = { serverPid: gate.child.pid!, redis };
   const baselineProbe = { serverPid: baseline.pid, redis };
+  let floor: { child: ChildProcess; port: number } | undefined;
   try {
     // JWT audiences come from what the server advertises, as a real client's would.
     const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string };
     const agents = await provision(discovery.issuer);
+    // The floor verifies with the same agents' keys, so it checks the very tokens execute gets.
+    const floorKeys = Object.fromEntries(agents.map((a) => [a.id, createPublicKey(a.privateKey).export({ format: 'jwk' }).x]));
+    floor = await startProcess('bench/floor-server.ts', { PORT: '0', FLOOR_KEYS: JSON.stringify(floorKeys) });
+    const floorProbe = { serverPid: floor.child.pid!, redis };
     const allowed = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 250, currency: 'USD' } })];
     const violating = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 5000, currency: 'GBP' } })];
     for (const connections of CONCURRENCIES) {
       results.push(await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baseline.port}/capability/execute`, connections, allowed, ['unused'], baselineProbe));
       const url = discovery.default_location;
+      results.push(await drive(`floor: bare Express JSON POST + one Ed25519 verification (${FLOOR_VERIFIER}) [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${floor.port}/capability/execute`, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), floorProbe));
       if (SCENARIOS.has('allowed')) results.push(await drive(label('execute: allowed, constrained grant'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
       if (SCENARIOS.has('violated')) results.push(await drive(label('execute: constraint violated (403 expected)'), url, connections, violating, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
       if (SCENARIOS.has('replay')) results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0.05), gateProbe));
     }
   } finally {
     // Requests still in flight may write keys until the process has exited; delete after that.
+    floor?.child.kill('SIGTERM');
     const exited = new Promise((resolve) => gate.child.once('exit', resolve));
     gate.child.kill('SIGTERM');
     await exited;
@@ -275,15 +287,17 @@ function report(results: Measured[]): void {
   const lines = [
     `Machine: ${machine}. Duration ${DURATION_SECONDS} s per row; load generator (autocannon) on the same machine.`,
     '',
-    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | CPU µs/req: server, Redis, generator | machine busy % |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | ratio to floor | CPU µs/req: server, Redis, generator | machine busy % |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
-  for (const r of results) {
-    // The ratio is against the baseline measured just before it, at the same concurrency.
-    const index = results.indexOf(r);
-    const baseline = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith('baseline'));
-    const ratio = baseline ? (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2) : '';
-    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratio} | ${r.cpuPerRequestUs.server}, ${r.cpuPerRequestUs.redis}, ${r.cpuPerRequestUs.generator} | ${r.machineBusyPercent} |`);
+  for (const [index, r] of results.entries()) {
+    // Ratios are against the baseline and the floor measured just before, at the same concurrency.
+    const ratioTo = (kind: string) => {
+      const reference = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith(kind));
+      return reference ? (r.requestsPerSecond / reference.requestsPerSecond).toFixed(2) : '';
+    };
+    const toFloor = r.scenario.startsWith('baseline') ? '' : ratioTo('floor:');
+    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratioTo('baseline')} | ${toFloor} | ${r.cpuPerRequestUs.server}, ${r.cpuPerRequestUs.redis}, ${r.cpuPerRequestUs.generator} | ${r.machineBusyPercent} |`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
   void mkdir(path.dirname(RESULTS_FILE), { recursive: true }).then(() => writeFile(RESULTS_FILE, JSON.stringify({ machine, results }, null, 2)));

@@ -49,7 +49,7 @@ const tableRows = (output: string) =>
     .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
 
 describe('benchmarks run end to end', () => {
-  it('npm run bench: baseline and the three execute scenarios, with only the intended non-2xx answers', async () => {
+  it('npm run bench: baseline, floor and the execute scenarios, with only the intended non-2xx answers', async () => {
     // Tokens for 20,000 requests a second: more than this suite's machines serve, so none repeats
     // outside the replay scenario.
     const output = await runBench('bench/run.ts', {
@@ -58,13 +58,17 @@ describe('benchmarks run end to end', () => {
     const rows = tableRows(output);
     expect(rows.map((r) => r[0])).toEqual([
       'baseline: bare Express JSON POST [Node 24]',
+      'floor: bare Express JSON POST + one Ed25519 verification (libsodium) [Node 24]',
       'execute: allowed, constrained grant [Node 24]',
       'execute: constraint violated (403 expected) [Node 24]',
       'execute: allowed with 5% replays (401 expected) [Node 24]',
     ]);
-    const [baseline, allowed, violated, replayed] = rows.map((r) => ({ ok: Number(r[5]), non2xx: Number(r[6]), errors: Number(r[7]) }));
-    for (const row of [baseline, allowed, violated, replayed]) expect(row!.errors).toBe(0);
+    const [baseline, floor, allowed, violated, replayed] = rows.map((r) => ({ ok: Number(r[5]), non2xx: Number(r[6]), errors: Number(r[7]) }));
+    for (const row of [baseline, floor, allowed, violated, replayed]) expect(row!.errors).toBe(0);
     expect(baseline!.non2xx).toBe(0);
+    // The floor verifies every token it gets: all of them are genuine.
+    expect(floor!.ok).toBeGreaterThan(0);
+    expect(floor!.non2xx).toBe(0);
     expect(allowed!.ok).toBeGreaterThan(0);
     expect(allowed!.non2xx).toBe(0);
     expect(violated!.ok).toBe(0);

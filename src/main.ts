@@ -120,7 +120,16 @@ async function main(): Promise<void> {
     process.exit(1);
   });
   server.listen(config.PORT, config.HOST, () => {
-    logger.info('agentgate listening', { host: config.HOST, port: config.PORT, pid: process.pid, issuer: config.issuer, store: store.kind, policy: policy.info().sha256 });
+    // One line that says what is in force, so an operator reading the log needs nothing else.
+    logger.info('agentgate listening', {
+      host: config.HOST, port: config.PORT, pid: process.pid, issuer: config.issuer,
+      store: config.REDIS_URL ? `redis (${describeTarget({ url: config.REDIS_URL })}, prefix ${config.REDIS_KEY_PREFIX})` : 'memory (nothing survives a restart)',
+      policy: { sha256: policy.info().sha256, path: config.POLICY_WASM_PATH, watched: config.POLICY_WATCH },
+      operators: { builtin: operators.names().filter((n) => !operators.isPlugin(n)), plugins: operators.names().filter((n) => operators.isPlugin(n)), dir: config.PLUGINS_DIR },
+      approvalMethods: ['device_authorization'],
+      signIn: [...(oidc ? ['oidc'] : []), ...(config.INSECURE_DEV_SIGN_IN ? ['insecure-dev'] : [])],
+      adminApi: config.ADMIN_TOKEN ? 'on' : 'off (ADMIN_TOKEN is not set)',
+    });
   });
 
   let stopping = false;

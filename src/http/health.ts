@@ -1,22 +1,58 @@
-// Liveness and readiness for operators and load balancers, plus the active policy's identity.
+// Liveness and readiness for operators, orchestrators and load balancers (issue 17 point 4).
+// /healthz says the process is up and serving HTTP, and nothing else: a liveness probe that failed
+// whenever Redis did would restart every instance during a Redis outage, which helps nobody.
+// /readyz says whether this instance can do its work (store reachable, policy loaded, operators
+// loaded) and, when not, what is wrong, so traffic goes elsewhere until it is.
 import { Router } from 'express';
 import type { ServiceDeps } from '../services/deps.ts';
 
+export interface ReadinessCheck {
+  ok: boolean;
+  /** What is wrong, in words, when not ok. */
+  problem?: string;
+  [detail: string]: unknown;
+}
+
+/** Each dependency's state; the store is asked within its own deadline (the store guard's). */
+export async function readiness(deps: Pick<ServiceDeps, 'store' | 'policy' | 'operators'>): Promise<Record<'store' | 'policy' | 'operators', ReadinessCheck>> {
+  let store: ReadinessCheck = { ok: true, kind: deps.store.kind };
+  try {
+    await deps.store.ping();
+  } catch (err) {
+    store = { ok: false, kind: deps.store.kind, problem: `the ${deps.store.kind} store cannot be reached: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  const info = deps.policy.info();
+  const policy: ReadinessCheck = info.generation > 0 && info.sha256
+    ? { ok: true, sha256: info.sha256, generation: info.generation, loaded_at: new Date(info.loadedAtMs).toISOString() }
+    : { ok: false, problem: 'no policy is loaded' };
+  const names = deps.operators.names();
+  const operators: ReadinessCheck = names.length > 0
+    ? { ok: true, builtin: names.filter((n) => !deps.operators.isPlugin(n)), plugins: names.filter((n) => deps.operators.isPlugin(n)) }
+    : { ok: false, problem: 'no constraint operators are loaded' };
+  return { store, policy, operators };
+}
+
 export function healthRouter(deps: ServiceDeps): Router {
   const router = Router();
-  router.get('/healthz', async (_req, res) => {
+  router.get('/healthz', (_req, res) => {
     const policy = deps.policy.info();
-    let storeOk = true;
-    try {
-      await deps.store.ping();
-    } catch {
-      storeOk = false;
-    }
-    res.status(storeOk ? 200 : 503).json({
-      status: storeOk ? 'ok' : 'degraded',
-      store: { kind: deps.store.kind, ok: storeOk },
+    res.set('Cache-Control', 'no-store').json({
+      status: 'ok',
+      uptime_seconds: Math.round(process.uptime()),
+      // In-process facts, cheap to give: which policy this instance enforces.
       policy: { sha256: policy.sha256, loaded_at: new Date(policy.loadedAtMs).toISOString(), generation: policy.generation },
     });
+  });
+  router.get('/readyz', async (_req, res) => {
+    const checks = await readiness(deps);
+    const problems = Object.values(checks).flatMap((c) => (c.ok ? [] : [c.problem ?? 'unknown problem']));
+    res.set('Cache-Control', 'no-store');
+    if (problems.length === 0) {
+      res.json({ status: 'ready', checks });
+      return;
+    }
+    // The error body of every other refusal, with the checks that say what is wrong.
+    res.status(503).json({ error: 'service_unavailable', message: `not ready: ${problems.join('; ')}`, status: 'not_ready', checks });
   });
   return router;
 }

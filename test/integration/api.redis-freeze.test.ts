@@ -41,7 +41,7 @@ async function whileFrozen(requests: Array<() => Promise<{ status: number; json:
   } finally {
     redis.process.kill('SIGCONT');
     // Let the connection settle before the next case.
-    await expect.poll(async () => (await http('GET', c.url('/healthz'))).status, { timeout: 5000 }).toBe(200);
+    await expect.poll(async () => (await http('GET', c.url('/readyz'))).status, { timeout: 5000 }).toBe(200);
   }
 }
 

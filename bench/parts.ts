@@ -30,7 +30,7 @@ try {
   const snapshot = (await deps.store.getAgent(agent.id))!;
   const key = await deps.keys.put(agent.id, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
   const roundTrip = () => deps.store.executeRoundTrip({
-    agentId: agent.id, keyVersion: key.keyVersion, jti: randomUUID(), jtiTtlMs: 120_000, capability: CONSTRAINED.name,
+    agentId: agent.id, keyVersion: key.keyVersion, jti: randomUUID(), jtiTtlMs: 120_000, capabilities: [CONSTRAINED.name],
     nowMs: Date.now(), sessionTtlMs: 3_600_000,
   });
   // The same key on each Ed25519 backend, and as the WebCrypto key jose verified with before issue 16.

@@ -110,10 +110,12 @@ export function buildApp(input: AppDependencies): App {
   });
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
   app.use(bodyDepthLimit(config.MAX_JSON_DEPTH));
+  // The capability routes first: execute is the hot path, and every router a request passes
+  // through before its own costs it a round of path matching.
+  app.use(capabilityRouter(deps));
   app.use(discoveryRouter(config, input.limits));
   app.use(healthRouter(deps));
   app.use(openApiRouter(config));
-  app.use(capabilityRouter(deps));
   app.use(agentRouter(deps));
   app.use(hostRouter(deps));
   app.use(adminRouter(deps));

@@ -1,10 +1,11 @@
 // Capability resources (protocol §4.1, §4.2, §9).
 import { Router } from 'express';
 import { describeCapability, grantStatus, listCapabilities, resolveViewer } from '../services/capabilities.ts';
+import { executeBatch } from '../services/batch-execute.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { executeCapability } from '../services/execute.ts';
 import { parseWith, tokenOf } from './parse.ts';
-import { describeQuerySchema, executeBodySchema, listQuerySchema } from './schemas.ts';
+import { batchExecuteBodySchema, describeQuerySchema, executeBodySchema, listQuerySchema } from './schemas.ts';
 
 export function capabilityRouter(deps: ServiceDeps): Router {
   const router = Router();
@@ -53,6 +54,13 @@ export function capabilityRouter(deps: ServiceDeps): Router {
     const body = parseWith(executeBodySchema, req.body, 'body');
     const data = await executeCapability(deps, tokenOf(req), { capability: body.capability, arguments: body.arguments ?? {} });
     res.json({ data });
+  });
+
+  // Protocol §3.2 (reference-server extension): the calls of one agent JWT, authenticated once.
+  router.post('/capability/batch-execute', async (req, res) => {
+    const body = parseWith(batchExecuteBodySchema, req.body, 'body');
+    const responses = await executeBatch(deps, tokenOf(req), body.requests, res.locals.requestId as string | undefined);
+    res.json({ responses });
   });
 
   return router;

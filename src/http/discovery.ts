@@ -8,6 +8,7 @@ export const ENDPOINTS = {
   capabilities: '/capability/list',
   describe_capability: '/capability/describe',
   execute: '/capability/execute',
+  batch_execute: '/capability/batch-execute',
   request_capability: '/agent/request-capability',
   status: '/agent/status',
   reactivate: '/agent/reactivate',

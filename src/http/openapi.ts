@@ -25,6 +25,30 @@ const errorBody = {
   },
 };
 
+/** One item of a batch's answer: `data` when completed, `error` (the error body plus `code`) when failed. */
+const batchResponseBody = {
+  type: 'object',
+  required: ['responses'],
+  properties: {
+    responses: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['id', 'status'],
+        properties: {
+          id: { type: 'string', description: "the request's id, or its index in the batch as a string" },
+          status: { type: 'string', enum: ['completed', 'failed'] },
+          data: { description: 'when completed: what execute would answer as data' },
+          error: {
+            allOf: [{ $ref: '#/components/schemas/Error' }],
+            properties: { code: { type: 'string', description: 'the same value as error' }, retry_after: { type: 'integer', description: 'seconds, when a budget refused the call' } },
+          },
+        },
+      },
+    },
+  },
+};
+
 const bearer = [{ bearer: [] }];
 /** People's own API: the approval page's session cookie; every POST also repeats its CSRF token. */
 const session = [{ session: [] }];
@@ -51,7 +75,7 @@ export function openApiDocument(config: Config) {
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (host+jwt or agent+jwt)' },
         session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "the approval page's session (sign in at /signin)" },
       },
-      schemas: { Error: errorBody },
+      schemas: { Error: errorBody, BatchResponse: batchResponseBody },
     },
     paths: {
       '/.well-known/agent-configuration': { get: { summary: 'Discovery document', responses } },
@@ -69,6 +93,12 @@ export function openApiDocument(config: Config) {
       '/capability/list': { get: op('List capabilities (anonymous, host or agent JWT)', { parameters: queryParams(schemas.listQuerySchema) }) },
       '/capability/describe': { get: op('Describe one capability', { parameters: queryParams(schemas.describeQuerySchema) }) },
       '/capability/execute': { post: op('Execute a capability (agent JWT)', { requestBody: body(schemas.executeBodySchema) }) },
+      '/capability/batch-execute': {
+        post: op('Execute up to 50 calls under one agent JWT; each item completes or fails on its own', {
+          requestBody: body(schemas.batchExecuteBodySchema),
+          responses: { ...responses, '200': { description: 'one response per request, in request order', content: { 'application/json': { schema: { $ref: '#/components/schemas/BatchResponse' } } } } },
+        }),
+      },
       // People's own API (DESIGN §8): only the signed-in person's hosts, agents and approvals; any other id is 404.
       '/people/me': { get: personGet('Who is signed in, and the CSRF token every POST repeats') },
       '/people/me/hosts': { get: personGet('My hosts') },

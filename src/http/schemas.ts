@@ -2,6 +2,7 @@
 // from them (src/http/openapi.ts). Bounds come first: a request over them is refused before any
 // JWT verification, Redis call or policy decision.
 import { z } from 'zod';
+import { batchCallId, firstDuplicateId, MAX_BATCH_CALLS, MAX_BATCH_ID_LENGTH } from '../domain/batch.ts';
 
 export const MAX_ARGUMENTS = 256;
 const id = z.string().min(1).max(128);
@@ -44,6 +45,23 @@ export const requestCapabilityBodySchema = z.object({
 export const executeBodySchema = z.object({
   capability: capabilityName,
   arguments: argumentsSchema.optional(),
+});
+
+const batchItemSchema = z.object({
+  id: z.string().min(1).max(MAX_BATCH_ID_LENGTH).optional().describe('echoed in the response; default: the item\'s index as a string'),
+  capability: capabilityName,
+  arguments: argumentsSchema.optional(),
+});
+
+/** Every item is checked here, so one malformed item refuses the whole batch before any verification. */
+export const batchExecuteBodySchema = z.object({
+  requests: z.array(batchItemSchema).min(1).max(MAX_BATCH_CALLS),
+}).superRefine((body, ctx) => {
+  const index = firstDuplicateId(body.requests);
+  if (index >= 0) {
+    const id = batchCallId(body.requests[index]!.id, index);
+    ctx.addIssue({ code: 'custom', path: ['requests', index, 'id'], message: `duplicate id ${JSON.stringify(id)} (an item without an id takes its index as its id)` });
+  }
 });
 
 export const agentIdBodySchema = z.object({ agent_id: id });

@@ -45,21 +45,24 @@ export class RateLimits {
     this.deadlineMs = deadlineMs;
   }
 
-  /** Spends one point of `name` for `key`; throws 429 rate_limited or 503 when the limiter fails. */
-  consume(name: LimitName, key: string): Promise<void> {
-    return this.spend(this.limiters[name], name, key);
+  /**
+   * Spends `points` of `name` for `key` (one per call: a batch of N calls spends N at once, so it
+   * is admitted whole or not at all); throws 429 rate_limited or 503 when the limiter fails. A
+   * refused spend still counts, as rate-limiter-flexible counts every consume.
+   */
+  consume(name: LimitName, key: string, points = 1): Promise<void> {
+    return this.spend(this.limiters[name], name, key, points);
   }
 
   /**
-   * Spends one point of a capability's own budget for this agent; free when it has none. Answers
-   * whether a point was spent, so a call refused before it could reach the capability can give it
-   * back (refundCapability).
+   * Spends one point of a capability's own budget for this agent. Null when the capability has no
+   * budget of its own: nothing is spent, so nothing is awaited or given back. A promise that
+   * resolved means a point was spent, so a call refused before it could reach the capability can
+   * give it back (refundCapability).
    */
-  async consumeCapability(capability: string, agentId: string): Promise<boolean> {
+  consumeCapability(capability: string, agentId: string): Promise<void> | null {
     const limiter = this.capabilityLimiters.get(capability);
-    if (!limiter) return false;
-    await this.spend(limiter, `capability ${capability}`, agentId);
-    return true;
+    return limiter ? this.spend(limiter, `capability ${capability}`, agentId, 1) : null;
   }
 
   /**
@@ -76,9 +79,9 @@ export class RateLimits {
     }
   }
 
-  private async spend(limiter: RateLimiterAbstract, name: string, key: string): Promise<void> {
+  private async spend(limiter: RateLimiterAbstract, name: string, key: string, points: number): Promise<void> {
     try {
-      const consumed = limiter.consume(key);
+      const consumed = limiter.consume(key, points);
       await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {

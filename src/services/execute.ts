@@ -5,7 +5,7 @@ import type { CachedAgentKey } from '../auth/key-cache.ts';
 import { unknownOperators } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
 import type { AgentRecord, GrantRecord } from '../domain/types.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, isApiError } from '../errors.ts';
 import type { Capability } from '../catalog/catalog.ts';
 import { CapabilityBackendError } from '../execution/handlers.ts';
 import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
@@ -23,25 +23,70 @@ export interface ExecuteRequest {
   arguments: Record<string, unknown>;
 }
 
+/** What steps 2–6 established for one agent JWT and the calls it carries. */
+export interface AuthenticatedCalls {
+  agent: AgentRecord;
+  /** Every grant of the agent for any capability the calls name, any status. */
+  grants: GrantRecord[];
+  /** The moment every call is judged at: lifecycle, grant expiry, the policy's now_ms. */
+  nowMs: number;
+  /** The JWT's `capabilities` claim; null when the token is not restricted. */
+  capabilityClaim: string[] | null;
+  /**
+   * Per call, in order: its point of its capability's own budget, settling as that budget decides
+   * (429 or 503 when it refuses), or null when nothing was spent (no budget, or the claim leaves
+   * the capability out).
+   */
+  capabilityPoints: Array<Promise<void> | null>;
+}
+
+/**
+ * POST /capability/execute: authentication for its one capability, then the call. Its capability
+ * budget's verdict was read with the agent's and host's (step 6), so the call has none left to read.
+ */
 export async function executeCapability(deps: ServiceDeps, token: string | null, request: ExecuteRequest): Promise<unknown> {
+  const names = [request.capability];
+  const authenticated = await authenticateCalls(deps, token, names, names, 'execute');
+  return executeCall(deps, authenticated, request, null);
+}
+
+/**
+ * Steps 2–6 once for all the calls one agent JWT carries: `callCapabilities` names each call's
+ * capability in order (each call spends one point of the agent's and the host's budgets, and one
+ * of its capability's own); `capabilities` are the distinct names among them, whose grants the
+ * round trip returns. Refuses the whole request for identity, replay, lifecycle and the agent's or
+ * host's budget; in a batch, never for what concerns one call alone.
+ */
+export async function authenticateCalls(
+  deps: ServiceDeps, token: string | null, capabilities: readonly string[], callCapabilities: readonly string[], endpoint: 'execute' | 'batch',
+): Promise<AuthenticatedCalls> {
   const { config, clock, store } = deps;
   // Step 2: typ, claims and time rules need no key and no I/O.
   const unverified = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
+  const { agentId } = unverified;
   // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
-  let key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded);
+  let key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
   // Step 4: one round trip confirms the key version, records the jti, extends the session.
   const jtiTtlMs = deps.agentAuth.jtiTtlMs();
   const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
-    agentId: unverified.agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
-    capability: request.capability, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
+    agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
+    capabilities, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
   });
   // Step 6's commands are issued in the same tick, so auto-pipelining sends them with the round
   // trip's script (DESIGN §2 step 6); their verdict is read after the lifecycle checks, in
-  // DESIGN's order. A capability with a budget of its own spends it in the same pipeline (its name
-  // is in the body), unless the token may not call it at all.
-  const claimAllows = unverified.capabilityClaim === null || unverified.capabilityClaim.includes(request.capability);
-  const capabilityPointSpent = claimAllows ? deps.limits.consumeCapability(request.capability, unverified.agentId) : Promise.resolve(false);
-  const budgetsVerdict = Promise.all([deps.limits.consume('agent', unverified.agentId), deps.limits.consume('host', key.hostId), capabilityPointSpent]);
+  // DESIGN's order. Each call spends one point of the agent's and host's budgets, and one of its
+  // capability's own when it has one (the names are in the body), unless the token may not call
+  // that capability at all.
+  const claim = unverified.capabilityClaim;
+  const capabilityPoints = callCapabilities.map((name) => (claim === null || claim.includes(name) ? spendCapabilityPoint(deps, name, agentId) : null));
+  const calls = callCapabilities.length;
+  const agentPoints = deps.limits.consume('agent', agentId, calls);
+  const hostPoints = deps.limits.consume('host', key.hostId, calls);
+  // Execute's one call is the request: its capability's budget refuses it as the agent's or host's
+  // do, and whichever refused first (the capability's, sent first) answers, as execute always has.
+  // In a batch that budget's verdict belongs to its call alone (executeCall reads it).
+  const onlyPoint = endpoint === 'execute' ? capabilityPoints[0] : null;
+  const budgetsVerdict = Promise.all(onlyPoint ? [onlyPoint, agentPoints, hostPoints] : [agentPoints, hostPoints]);
   budgetsVerdict.catch(() => {});
   let agent: AgentRecord;
   let grants: GrantRecord[];
@@ -50,8 +95,8 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
     let result: ExecuteRoundTripResult = await roundTrip(key);
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
-      deps.agentAuth.forgetKey(unverified.agentId);
-      key = await deps.agentAuth.verifyWithCachedKey(unverified.agentId, unverified.decoded);
+      deps.agentAuth.forgetKey(agentId);
+      key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
       result = await roundTrip(key);
     }
     if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
@@ -67,22 +112,33 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
       throw refusal;
     }
   } catch (err) {
-    // Refused before the call could reach the capability (a replay, say): its own budget, often
-    // small and long, gets the point back, so a captured token cannot drain it. The agent's and
+    // Refused before any call could reach its capability (a replay, say): their own budgets, often
+    // small and long, get the points back, so a captured token cannot drain them. The agent's and
     // host's per-minute budgets keep theirs, as for any other refused request.
-    if (await capabilityPointSpent.catch(() => false)) await deps.limits.refundCapability(request.capability, unverified.agentId);
+    await giveBackCapabilityPoints(deps, callCapabilities, capabilityPoints, agentId);
     throw err;
   }
-  // Step 6: the budgets' verdict.
+  // Step 6: the agent's and host's budgets cover every call, or the whole request is refused.
   await budgetsVerdict;
+  return { agent, grants, nowMs, capabilityClaim: claim, capabilityPoints };
+}
 
+/**
+ * Steps 6 (the capability's own budget) to 9 for one call of an authenticated request: its own
+ * grants, arguments and constraints decide, and its refusal concerns it alone.
+ */
+export async function executeCall(
+  deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
+): Promise<unknown> {
+  const { agent, grants, nowMs, capabilityClaim } = authenticated;
+  if (capabilityPoint) await capabilityPoint;
   // Step 7: the JWT's capabilities claim, the catalog, then the grant.
-  if (!claimAllows) {
+  if (capabilityClaim !== null && !capabilityClaim.includes(request.capability)) {
     throw new ApiError('capability_not_granted', 'the JWT capabilities claim does not include this capability');
   }
   const capability = deps.catalog.get(request.capability);
   if (!capability) throw new ApiError('capability_not_found', 'no capability has this name');
-  const active = activeGrants(grants, nowMs);
+  const active = activeGrants(grants, request.capability, nowMs);
   const args = validatedArguments(capability, request.arguments);
   const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];
   if (unknown.length > 0) {
@@ -117,6 +173,29 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
   }
 }
 
+/** One point of the capability's own budget, if it has one; its refusal is read by its call alone. */
+function spendCapabilityPoint(deps: ServiceDeps, capability: string, agentId: string): Promise<void> | null {
+  const spent = deps.limits.consumeCapability(capability, agentId);
+  spent?.catch(() => {});
+  return spent;
+}
+
+/**
+ * Gives back every point the calls took from their capabilities' own budgets: the spent ones, and
+ * the one a refused spend still counted (rate-limiter-flexible counts every consume), so a request
+ * refused whole leaves those budgets as it found them, however many of its calls share one.
+ */
+async function giveBackCapabilityPoints(
+  deps: ServiceDeps, callCapabilities: readonly string[], points: ReadonlyArray<Promise<void> | null>, agentId: string,
+): Promise<void> {
+  await Promise.all(callCapabilities.map(async (capability, i) => {
+    const point = points[i];
+    if (!point) return;
+    const counted = await point.then(() => true, (err: unknown) => isApiError(err) && err.code === 'rate_limited');
+    if (counted) await deps.limits.refundCapability(capability, agentId);
+  }));
+}
+
 const NO_PLUGIN_CALLS: OperatorEvaluator = () => false;
 
 /**
@@ -148,11 +227,11 @@ async function pluginAnswers(deps: ServiceDeps, grants: GrantRecord[], args: Rec
   }
 }
 
-/** Active grants, else the refusal that explains why there is none. */
-function activeGrants(grants: GrantRecord[], nowMs: number): GrantRecord[] {
-  const active = grants.filter((g) => g.status === 'active' && (g.expiresAtMs === undefined || g.expiresAtMs > nowMs));
+/** The active grants for this capability, else the refusal that explains why there is none. */
+function activeGrants(grants: GrantRecord[], capability: string, nowMs: number): GrantRecord[] {
+  const active = grants.filter((g) => g.capability === capability && g.status === 'active' && (g.expiresAtMs === undefined || g.expiresAtMs > nowMs));
   if (active.length > 0) return active;
-  if (grants.some((g) => g.status === 'revoked')) throw new ApiError('grant_revoked', 'the grant for this capability was revoked');
+  if (grants.some((g) => g.capability === capability && g.status === 'revoked')) throw new ApiError('grant_revoked', 'the grant for this capability was revoked');
   throw new ApiError('capability_not_granted', 'the agent holds no active grant for this capability');
 }
 

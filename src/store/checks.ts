@@ -2,6 +2,7 @@
 // exactly what Redis does.
 import { createHash } from 'node:crypto';
 import type { GrantRecord } from '../domain/types.ts';
+import { MAX_ROUND_TRIP_CAPABILITIES, type ExecuteRoundTrip } from './store.ts';
 
 const MAX_TAG_LENGTH = 256;
 
@@ -48,6 +49,17 @@ export function assertGrantsBelongTo(agentId: string, grants: readonly GrantReco
       throw new Error(`grant ${grant.id} belongs to agent ${grant.agentId}, not to ${agentId}`);
     }
   }
+}
+
+/**
+ * The capability names a round trip asks about, bounded so the Redis script can pass them to one
+ * HMGET.
+ */
+export function roundTripCapabilities(request: ExecuteRoundTrip): readonly string[] {
+  if (request.capabilities.length > MAX_ROUND_TRIP_CAPABILITIES) {
+    throw new Error(`a round trip names at most ${MAX_ROUND_TRIP_CAPABILITIES} capabilities, got ${request.capabilities.length}`);
+  }
+  return request.capabilities;
 }
 
 /** Checks an execute request's numbers before either store acts on it. */

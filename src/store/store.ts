@@ -30,7 +30,10 @@ export type CasResult =
   | { ok: true; snapshot: AgentSnapshot }
   | { ok: false; reason: 'not_found' | 'conflict'; snapshot: AgentSnapshot | null };
 
-/** What the hot path asks in its one round trip (DESIGN §2 step 4). */
+/**
+ * What the hot path asks in its one round trip (DESIGN §2 step 4): the grants of `capabilities`,
+ * distinct names, one for execute, up to one per item for batch execute.
+ */
 export interface ExecuteRoundTrip {
   agentId: string;
   /** The key version the in-process key cache verified the signature with. */
@@ -38,10 +41,13 @@ export interface ExecuteRoundTrip {
   jti: string;
   /** How long the jti is remembered: JWT lifetime + skew. */
   jtiTtlMs: number;
-  capability: string;
+  capabilities: readonly string[];
   nowMs: number;
   sessionTtlMs: number;
 }
+
+/** At most this many capability names in one round trip (a batch names at most 50). */
+export const MAX_ROUND_TRIP_CAPABILITIES = 256;
 
 export type ExecuteRoundTripResult =
   | { kind: 'not_found' }
@@ -53,7 +59,7 @@ export type ExecuteRoundTripResult =
       agent: AgentRecord;
       /** Session deadline as read BEFORE this call extended it (null = no session). */
       sessionExpiresAtMs: number | null;
-      /** Every grant of the agent for the requested capability, any status. */
+      /** Every grant of the agent for any of the requested capabilities, any status, by id. */
       grants: GrantRecord[];
     };
 
@@ -143,7 +149,8 @@ export interface Store {
    * One round trip: confirm the key version, record the jti (refusing a replay), extend the
    * sliding session when the agent is usable (stored status active, host active, session and
    * both lifetimes not elapsed at nowMs), touch lastUsedAtMs, and return the agent and its
-   * grants for the capability. A stale key or replay writes nothing else.
+   * grants for every requested capability (a name given twice counts once; no names, no grants).
+   * A stale key or replay writes nothing else.
    */
   executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult>;
 

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
-import type { AgentAdmission, AgentPatch, ExecuteRoundTrip, Store } from '../../src/store/store.ts';
+import { MAX_ROUND_TRIP_CAPABILITIES, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type Store } from '../../src/store/store.ts';
 
 export interface StoreUnderTest {
   store: Store;
@@ -125,13 +125,14 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       return { host, snapshot };
     }
 
-    function roundTrip(snapshot: AgentSnapshot, overrides: Partial<ExecuteRoundTrip> = {}): ExecuteRoundTrip {
+    type RoundTripOverrides = Partial<Omit<ExecuteRoundTrip, 'capability' | 'capabilities'>> & { capabilities?: readonly string[] };
+    function roundTrip(snapshot: AgentSnapshot, overrides: RoundTripOverrides = {}): Extract<ExecuteRoundTrip, { capabilities: readonly string[] }> {
       return {
         agentId: snapshot.agent.id,
         keyVersion: snapshot.agent.keyVersion,
         jti: uid('jti'),
         jtiTtlMs: 90_000,
-        capability: 'echo',
+        capabilities: ['echo'],
         nowMs: Date.now(),
         sessionTtlMs: 30 * MINUTE_MS,
         ...overrides,
@@ -517,7 +518,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const { snapshot } = await seedAgent({ capabilities: ['echo', 'echo', 'files.read'] });
         const id = snapshot.agent.id;
         const grantsFor = async (capability: string): Promise<string[]> => {
-          const result = await store.executeRoundTrip(roundTrip(snapshot, { capability }));
+          const result = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: [capability] }));
           if (result.kind !== 'ok') throw new Error(`unexpected ${result.kind}`);
           return ids(result.grants);
         };
@@ -576,7 +577,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
 
       it('a usable agent: returns the agent as read, the old deadline, and the grants of that capability; then extends', async () => {
         const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
-        const request = roundTrip(snapshot, { capability: 'echo' });
+        const request = roundTrip(snapshot, { capabilities: ['echo'] });
         const result = await store.executeRoundTrip(request);
         expect(result).toEqual({
           kind: 'ok',
@@ -598,8 +599,58 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         await store.casAgent(id, 1, { upsertGrants: [...echo, grantFixture(id, 'other')] });
         const result = await store.executeRoundTrip(roundTrip(snapshot));
         expect(result.kind === 'ok' && result.grants).toEqual(echo.sort(byId));
-        const none = await store.executeRoundTrip(roundTrip(snapshot, { capability: 'not.a.capability' }));
+        const none = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['not.a.capability'] }));
         expect(none.kind === 'ok' && none.grants).toEqual([]);
+      });
+
+      it('several capabilities (batch execute): the grants of each, any status, in one call; others do not come back', async () => {
+        const { snapshot } = await seedAgent({ capabilities: [] });
+        const id = snapshot.agent.id;
+        const echo = [grantFixture(id, 'echo'), grantFixture(id, 'echo', { status: 'revoked' })];
+        const files = [grantFixture(id, 'files.read', { status: 'pending' })];
+        const payments = grantFixture(id, 'payments.send');
+        await store.casAgent(id, 1, { upsertGrants: [...echo, ...files, payments] });
+        const result = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['echo', 'files.read', 'not.a.capability'] }));
+        expect(result.kind === 'ok' && result.grants).toEqual([...echo, ...files].sort(byId));
+      });
+
+      it('several capabilities: one jti, one session extension, exactly as for one', async () => {
+        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+        const request = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
+        const result = await store.executeRoundTrip(request);
+        expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId) });
+        const after = await store.getAgent(snapshot.agent.id);
+        expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
+        expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
+        expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay' });
+      });
+
+      it('a capability named twice returns its grants once; no capabilities return no grants', async () => {
+        const { snapshot } = await seedAgent({ capabilities: ['echo', 'echo'] });
+        const twice = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['echo', 'echo'] }));
+        expect(twice.kind === 'ok' && ids(twice.grants)).toEqual(ids(snapshot.grants));
+        const none = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: [] }));
+        expect(none).toMatchObject({ kind: 'ok', grants: [] });
+      });
+
+      it('a stale key version or a replay with several capabilities writes nothing, as with one', async () => {
+        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+        const stale = roundTrip(snapshot, { capabilities: ['echo', 'files.read'], keyVersion: snapshot.agent.keyVersion + 1 });
+        expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key' });
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        const first = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
+        expect((await store.executeRoundTrip(first)).kind).toBe('ok');
+        const afterFirst = await store.getAgent(snapshot.agent.id);
+        expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay' });
+        expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
+      });
+
+      it('more capability names than one round trip may carry are refused before anything is written', async () => {
+        const { snapshot } = await seedAgent();
+        const names = Array.from({ length: MAX_ROUND_TRIP_CAPABILITIES + 1 }, (_, i) => `cap.${i}`);
+        const request = roundTrip(snapshot, { capabilities: names });
+        await expect(store.executeRoundTrip(request)).rejects.toThrow(/at most/);
+        expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
       });
 
       it('a stale key version is refused and writes nothing: the jti stays unused, the session stays', async () => {

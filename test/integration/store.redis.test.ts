@@ -140,7 +140,7 @@ describe('redis store: a dead or hung Redis makes calls reject quickly, never ha
     server.process.kill('SIGSTOP');
     try {
       const outcomes = await Promise.all([settle(store.ping()), settle(store.executeRoundTrip({
-        agentId: 'agt_x', keyVersion: 1, jti: 'j', jtiTtlMs: 1000, capability: 'echo', nowMs: Date.now(), sessionTtlMs: 1000,
+        agentId: 'agt_x', keyVersion: 1, jti: 'j', jtiTtlMs: 1000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 1000,
       }))]);
       for (const outcome of outcomes) {
         expect(outcome.rejected).toBe(true);
@@ -172,7 +172,7 @@ describe('redis store: executeRoundTrip is one command on the wire', () => {
     const snapshot = agentSnapshot('hst_1');
     await store.createAgent(snapshot);
     const request = () => ({
-      agentId: snapshot.agent.id, keyVersion: 1, jti: randomUUID(), jtiTtlMs: 60_000, capability: 'echo', nowMs: Date.now(), sessionTtlMs: 60_000,
+      agentId: snapshot.agent.id, keyVersion: 1, jti: randomUUID(), jtiTtlMs: 60_000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 60_000,
     });
     const seen: { args: string[]; source: string }[] = [];
     const monitor = await rawClient(server.url).monitor();
@@ -232,7 +232,7 @@ describe('redis store: key layout (DESIGN §3)', () => {
     await store.createAgent(snapshot);
     await store.recordHostJti('thp_1', 'hj', 60_000);
     const id = snapshot.agent.id;
-    await store.executeRoundTrip({ agentId: id, keyVersion: 1, jti: 'aj', jtiTtlMs: 60_000, capability: 'echo', nowMs: Date.now(), sessionTtlMs: 60_000 });
+    await store.executeRoundTrip({ agentId: id, keyVersion: 1, jti: 'aj', jtiTtlMs: 60_000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 60_000 });
 
     const raw = rawClient(url);
     const found = (await raw.keys(`${keyPrefix}*`)).map((key) => key.slice(keyPrefix.length)).sort();

@@ -111,6 +111,12 @@ export class Client {
     return http('POST', this.executeUrl, { token, json: args === undefined ? { capability } : { capability, arguments: args } });
   }
 
+  /** POST /capability/batch-execute; the token's audience is the execute location, as for execute. */
+  async batchExecute(agent: TestAgent, requests: unknown, options: JwtOptions & { capabilities?: string[]; aud?: string; token?: string } = {}) {
+    const token = options.token ?? (await this.agentToken(agent, { aud: this.executeUrl, ...options }));
+    return http('POST', this.url('/capability/batch-execute'), { token, json: { requests } });
+  }
+
   async requestCapability(agent: TestAgent, body: unknown, options: JwtOptions = {}) {
     return http('POST', this.url('/agent/request-capability'), { token: await this.agentToken(agent, options), json: body });
   }

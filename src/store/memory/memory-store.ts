@@ -13,6 +13,7 @@ import {
   checkRoundTripNumbers,
   isTaggable,
   normalizeTtlMs,
+  roundTripCapabilities,
 } from '../checks.ts';
 import { HOST_PATCH_FIELDS } from '../records.ts';
 import type {
@@ -263,6 +264,7 @@ export class MemoryStore extends MemorySideRecords implements Store {
   async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
     this.assertOpen();
     checkRoundTripNumbers(request);
+    const capabilities = roundTripCapabilities(request);
     const ttlMs = normalizeTtlMs(request.jtiTtlMs);
     const stored = this.#agents.get(request.agentId);
     if (!stored) return { kind: 'not_found' };
@@ -274,7 +276,7 @@ export class MemoryStore extends MemorySideRecords implements Store {
       this.#setSession(stored, request.nowMs + request.sessionTtlMs);
       stored.agent = { ...stored.agent, lastUsedAtMs: request.nowMs };
     }
-    const grants = [...stored.grants.values()].filter((grant) => grant.capability === request.capability);
+    const grants = [...stored.grants.values()].filter((grant) => capabilities.includes(grant.capability));
     return { kind: 'ok', agent: agentAsRead, sessionExpiresAtMs: sessionAsRead, grants: copy(grants).sort(byId) };
   }
 

@@ -3,7 +3,7 @@
 // invalidations.ts. Every read-then-write transition is one script in one hash slot, so it is
 // atomic on a single Redis and on Redis Cluster alike.
 import type { AgentSnapshot, HostRecord, HostStatus } from '../../domain/types.ts';
-import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs } from '../checks.ts';
+import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs, roundTripCapabilities } from '../checks.ts';
 import type {
   AgentAdmission,
   AgentChange,
@@ -309,6 +309,7 @@ export class RedisStore extends RedisSideRecords implements Store {
   async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
     const { agentId } = request;
     checkRoundTripNumbers(request);
+    const capabilities = roundTripCapabilities(request);
     const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
     if (!isTaggable(agentId)) return { kind: 'not_found' };
     const k = this.#keys;
@@ -320,9 +321,9 @@ export class RedisStore extends RedisSideRecords implements Store {
       k.agentJti(agentId, request.jti),
       String(request.keyVersion),
       String(jtiTtlMs),
-      request.capability,
       msString(request.nowMs, 'nowMs'),
       msString(request.nowMs + request.sessionTtlMs, 'session deadline'),
+      ...capabilities,
     )) as [string, unknown?, unknown?, unknown?];
     const [outcome, agentFields, session, grantJsons] = reply;
     if (outcome === 'not_found' || outcome === 'stale_key' || outcome === 'replay') return { kind: outcome };

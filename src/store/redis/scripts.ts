@@ -144,7 +144,8 @@ return snapshot('ok')
 
 /**
  * The hot path's one round trip (DESIGN §2 step 4). KEYS: agent, session, grants,
- * grants-by-capability, jti. ARGV: key version, jti ttl ms, capability, now ms, next session deadline.
+ * grants-by-capability, jti. ARGV: key version, jti ttl ms, now ms, next session deadline, then the
+ * capability names whose grants come back (one for execute, up to one per item for batch execute).
  * Order: not_found, stale_key (writes nothing), replay (writes nothing), then the jti is recorded
  * and, only for a usable agent, the session is extended and lastUsedAtMs touched.
  * Returns {'ok', agentFields as read, session deadline as read or false, grant jsons}.
@@ -159,21 +160,33 @@ for i = 1, #flat, 2 do agent[flat[i]] = flat[i + 1] end
 if tonumber(agent.keyVersion) ~= tonumber(ARGV[1]) then return {'stale_key'} end
 if not redis.call('SET', KEYS[5], '1', 'PX', ARGV[2], 'NX') then return {'replay'} end
 
-local now = tonumber(ARGV[4])
+local now = tonumber(ARGV[3])
 local session = redis.call('GET', KEYS[2])
 local usable = agent.status == 'active' and agent.hostStatus == 'active'
   and session ~= false and tonumber(session) > now
   and tonumber(agent.maxLifetimeExpiresAtMs) > now
   and tonumber(agent.absoluteExpiresAtMs) > now
 if usable then
-  redis.call('SET', KEYS[2], ARGV[5], 'PXAT', ARGV[5])
-  redis.call('HSET', KEYS[1], 'lastUsedAtMs', ARGV[4])
+  redis.call('SET', KEYS[2], ARGV[4], 'PXAT', ARGV[4])
+  redis.call('HSET', KEYS[1], 'lastUsedAtMs', ARGV[3])
 end
 
+-- A name given twice is asked once, so no grant comes back twice.
+local names, seen = {}, {}
+for i = 5, #ARGV do
+  if not seen[ARGV[i]] then
+    seen[ARGV[i]] = true
+    names[#names + 1] = ARGV[i]
+  end
+end
 local grants = {}
-local indexed = redis.call('HGET', KEYS[4], ARGV[3])
-if indexed then
-  local ids = cjson.decode(indexed)
+if #names > 0 then
+  local ids = {}
+  for _, indexed in ipairs(redis.call('HMGET', KEYS[4], unpack(names))) do
+    if indexed then
+      for _, id in ipairs(cjson.decode(indexed)) do ids[#ids + 1] = id end
+    end
+  end
   if #ids > 0 then
     for _, json in ipairs(redis.call('HMGET', KEYS[3], unpack(ids))) do
       if json then grants[#grants + 1] = json end

@@ -1,0 +1,117 @@
+// DESIGN §2 step 4 for batch execute: the lifecycle, replay and session part of a whole batch costs
+// one Redis round trip, however many items it carries. Measured on the wire, as
+// execute.round-trips.test.ts measures execute: the server's Redis connection goes through a
+// counting proxy (test/support/redis-proxy.ts), and a batch of 10 must send one execute script
+// (naming every capability the items name) and the agent's and host's budgets (one command each,
+// spending 10 points), plus one command per item whose capability has a budget of its own, all in
+// one pipeline, and nothing else. Redis standalone.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, type HttpResult } from '../support/client.ts';
+import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { redisUrlForTests } from '../support/redis.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const CONSTRAINED = { name: 'transfer_money', constraints: { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } } };
+
+let proxy: RedisProxy;
+let server: TestServer;
+let c: Client;
+
+beforeAll(async () => {
+  proxy = await startRedisProxy(await redisUrlForTests());
+  server = await startTestServer({
+    store: 'redis',
+    redisUrl: proxy.url,
+    capabilities: [
+      { name: 'echo', description: 'echo', input: { type: 'object' }, handler: { type: 'echo' } },
+      { name: 'transfer_money', description: 'constrained', input: { type: 'object', properties: { amount: { type: 'number' }, currency: { type: 'string' } } }, handler: { type: 'echo' } },
+      { name: 'metered', description: 'has its own budget', input: { type: 'object' }, rateLimit: { points: 1000, durationSeconds: 60 }, handler: { type: 'echo' } },
+    ],
+  });
+  c = new Client(server);
+});
+afterAll(async () => {
+  await server?.close();
+  await proxy?.close();
+});
+
+/** Lets anything sent after the response (fire-and-forget work) reach the proxy before we look. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+/** What one call sent: the commands with their first key, and the round trips per connection. */
+async function measure(call: () => Promise<HttpResult>) {
+  await settle();
+  proxy.reset();
+  const res = await call();
+  await settle();
+  return {
+    res,
+    commands: proxy.commands.map((command) => ({ name: command.name, key: command.name === 'EVALSHA' ? command.args[2] : command.args[0], args: command.args })),
+    roundTrips: [...proxy.roundTrips().values()],
+  };
+}
+
+/** Ten items: allowed and refused ones, over two capabilities. */
+const TEN_ITEMS = Array.from({ length: 10 }, (_, i) => (i % 2 === 0
+  ? { id: `t${i}`, capability: 'transfer_money', arguments: { amount: i % 4 === 0 ? 250 : 5000, currency: 'USD' } }
+  : { id: `e${i}`, capability: 'echo', arguments: { i } }));
+
+describe('Redis round trips of POST /capability/batch-execute', () => {
+  it('a batch of 10 is one round trip: one execute script for both capabilities and the agent and host budgets (10 points each), pipelined', async () => {
+    const agent = await c.activeAgent([CONSTRAINED, 'echo']);
+    // The first call may load the scripts into Redis (NOSCRIPT, then EVAL) and fill the key cache.
+    expect((await c.batchExecute(agent, TEN_ITEMS)).status).toBe(200);
+
+    for (let i = 0; i < 3; i++) {
+      const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, TEN_ITEMS));
+      expect(res.status, res.text).toBe(200);
+      expect((res.json.responses as Array<{ status: string }>).map((item) => item.status)).toEqual(
+        TEN_ITEMS.map((item, index) => (item.capability === 'transfer_money' && index % 4 !== 0 ? 'failed' : 'completed')),
+      );
+      expect(roundTrips).toEqual([1]);
+      expect(commands).toHaveLength(3);
+      expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
+      const script = commands.filter((command) => command.key?.includes(`{${agent.id}}`));
+      expect(script).toHaveLength(1);
+      // The script names each distinct capability once, after its four other arguments.
+      expect(script[0]!.args.slice(-2).sort()).toEqual(['echo', 'transfer_money']);
+      for (const limit of ['rl:agent', 'rl:host']) {
+        const budget = commands.filter((command) => command.key?.includes(limit));
+        expect(budget).toHaveLength(1);
+        expect(budget[0]!.args).toContain('10');
+      }
+    }
+  });
+
+  it('a batch of 10 whose items are all refused costs the same single round trip (the jti is burnt and the budgets spent)', async () => {
+    const agent = await c.activeAgent([CONSTRAINED]);
+    expect((await c.batchExecute(agent, [{ capability: 'transfer_money', arguments: { amount: 1 } }])).status).toBe(200);
+    const refused = Array.from({ length: 10 }, () => ({ capability: 'transfer_money', arguments: { amount: 5000, currency: 'USD' } }));
+    const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, refused));
+    expect(res.status, res.text).toBe(200);
+    expect((res.json.responses as Array<{ status: string }>).every((item) => item.status === 'failed')).toBe(true);
+    expect(roundTrips).toEqual([1]);
+    expect(commands).toHaveLength(3);
+  });
+
+  it('the count is real: a cold key cache costs one more round trip, for reading the agent', async () => {
+    const agent = await c.activeAgent([CONSTRAINED, 'echo']);
+    expect((await c.batchExecute(agent, TEN_ITEMS)).status).toBe(200);
+    server.app.deps.keys.invalidate(agent.id);
+    const { res, roundTrips } = await measure(() => c.batchExecute(agent, TEN_ITEMS));
+    expect(res.status, res.text).toBe(200);
+    expect(roundTrips).toEqual([2]);
+  });
+
+  it("items of a capability with a budget of its own spend it in the same round trip: one command per item, one pipeline", async () => {
+    const agent = await c.activeAgent(['metered']);
+    const items = Array.from({ length: 10 }, (_, i) => ({ id: `m${i}`, capability: 'metered' }));
+    expect((await c.batchExecute(agent, items)).status).toBe(200);
+    const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, items));
+    expect(res.status, res.text).toBe(200);
+    expect(roundTrips).toEqual([1]);
+    expect(commands).toHaveLength(13);
+    expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
+    expect(commands.filter((command) => command.key?.includes('rl:cap:metered'))).toHaveLength(10);
+  });
+});

@@ -32,8 +32,11 @@ const AGENT_COUNT = 32;
 const TOKENS_PER_SECOND = Number(process.env.BENCH_TOKENS_PER_SECOND ?? 16_000);
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 const CAPABILITY = 'transfer_money';
-/** Which execute scenarios run (all by default): allowed, violated, replay. */
-const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? 'allowed,violated,replay').split(',').map((s) => s.trim()));
+/** Which execute scenarios run (all by default): allowed, violated, replay, batch. */
+const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? 'allowed,violated,replay,batch').split(',').map((s) => s.trim()));
+/** Calls per request in the batch scenario. */
+const BATCH_SIZE = 10;
+const BATCH_SCENARIO = `execute: batch of ${BATCH_SIZE} allowed calls (${BATCH_SIZE} executes per request)`;
 /** agentgate's worker processes (its WORKERS setting); 1 runs the single-process server. */
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
 /** Where the run's results are also written as JSON. */
@@ -255,7 +258,7 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
   let floor: { child: ChildProcess; port: number } | undefined;
   try {
     // JWT audiences come from what the server advertises, as a real client's would.
-    const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string };
+    const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string; endpoints: { batch_execute: string } };
     const agents = await provision(discovery.issuer);
     // The floor verifies with the same agents' keys, so it checks the very tokens execute gets.
     const floorKeys = Object.fromEntries(agents.map((a) => [a.id, createPublicKey(a.privateKey).export({ format: 'jwk' }).x]));
@@ -263,6 +266,7 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
     const floorProbe = { serverPid: floor.child.pid!, redis };
     const allowed = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 250, currency: 'USD' } })];
     const violating = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 5000, currency: 'GBP' } })];
+    const batch = [JSON.stringify({ requests: Array.from({ length: BATCH_SIZE }, (_, i) => ({ id: `call-${i}`, capability: CAPABILITY, arguments: { amount: 250 + i, currency: 'USD' } })) })];
     for (const connections of CONCURRENCIES) {
       results.push(await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baseline.port}/capability/execute`, connections, allowed, ['unused'], baselineProbe));
       const url = discovery.default_location;
@@ -270,6 +274,15 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
       if (SCENARIOS.has('allowed')) results.push(await drive(label('execute: allowed, constrained grant'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
       if (SCENARIOS.has('violated')) results.push(await drive(label('execute: constraint violated (403 expected)'), url, connections, violating, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
       if (SCENARIOS.has('replay')) results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0.05), gateProbe));
+      if (SCENARIOS.has('batch')) {
+        const batchUrl = `${discovery.issuer}${discovery.endpoints.batch_execute}`;
+        // A batch answers 200 whatever its items did, so one is checked here before the window.
+        const sample = await post(batchUrl, tokensFor(agents, url, 1)[0]!, JSON.parse(batch[0]!));
+        if (sample.status !== 200 || !sample.json.responses.every((r: { status: string }) => r.status === 'completed')) {
+          throw new Error(`batch sanity check failed: ${JSON.stringify(sample)}`);
+        }
+        results.push(await drive(label(BATCH_SCENARIO), batchUrl, connections, batch, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+      }
     }
   } finally {
     // Requests still in flight may write keys until the process has exited; delete after that.
@@ -298,6 +311,12 @@ function report(results: Measured[]): void {
     };
     const toFloor = r.scenario.startsWith('baseline') ? '' : ratioTo('floor:');
     lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratioTo('baseline')} | ${toFloor} | ${r.cpuPerRequestUs.server}, ${r.cpuPerRequestUs.redis}, ${r.cpuPerRequestUs.generator} | ${r.machineBusyPercent} |`);
+  }
+  // Batches deliver BATCH_SIZE executes per request: compared with single executes at the same concurrency.
+  for (const r of results.filter((row) => row.scenario.startsWith(BATCH_SCENARIO))) {
+    const single = results.find((row) => row.connections === r.connections && row.scenario.startsWith('execute: allowed, constrained grant'));
+    const executesPerSecond = r.requestsPerSecond * BATCH_SIZE;
+    lines.push('', `Batch of ${BATCH_SIZE} at ${r.connections} connections: ${executesPerSecond} executes/s${single ? `, ${(executesPerSecond / single.requestsPerSecond).toFixed(2)} × single execute (${single.requestsPerSecond}/s)` : ''}.`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
   void mkdir(path.dirname(RESULTS_FILE), { recursive: true }).then(() => writeFile(RESULTS_FILE, JSON.stringify({ machine, results }, null, 2)));

@@ -1,6 +1,7 @@
 // The admin API (DESIGN §8), guarded by a bearer token (ADMIN_TOKEN). Without a token configured
 // every admin route answers 403: the API is off.
 import { Router, type NextFunction, type Request, type Response } from 'express';
+import { z } from 'zod';
 import { requireAdminToken } from '../auth/operator-tokens.ts';
 import { ApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
@@ -8,7 +9,14 @@ import type { ServiceDeps } from '../services/deps.ts';
 import { revokeHost } from '../services/hosts.ts';
 import { parseWith, tokenOf } from './parse.ts';
 import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema } from './schemas.ts';
-import { agentView, hostView } from './views.ts';
+import { agentView, hostView, waitingAgentView } from './views.ts';
+
+// The admin API's own inputs live here rather than in schemas.ts, which holds the protocol's
+// request shapes (the OpenAPI document is generated from it; the admin API is not part of it).
+const agentIdParamsSchema = z.object({ agentId: z.string().min(1).max(128) });
+const approvalsQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(admin.MAX_LISTED_APPROVALS).default(admin.MAX_LISTED_APPROVALS),
+});
 
 export function adminRouter(deps: ServiceDeps): Router {
   const router = Router();
@@ -53,6 +61,20 @@ export function adminRouter(deps: ServiceDeps): Router {
     res.json(agentView(await admin.denyAgent(deps, req.params.agentId, { userId: body.user_id, userCode: body.user_code }), view()));
   });
 
+  // The admin's revoke: the host's revoke (protocol §4.7) without the host's token; idempotent.
+  router.post('/admin/agents/:agentId/revoke', async (req, res) => {
+    const { agentId } = parseWith(agentIdParamsSchema, req.params, 'query');
+    res.json(agentView(await admin.revokeAgent(deps, agentId), view()));
+  });
+
+  // Agents waiting for a person: pending registrations and open approvals of active agents.
+  router.get('/admin/approvals', async (req, res) => {
+    const query = parseWith(approvalsQuerySchema, req.query, 'query');
+    const { waiting, truncated } = await admin.listWaitingAgents(deps, query.limit);
+    const ctx = view();
+    res.json({ approvals: waiting.map((item) => waitingAgentView(item, ctx)), truncated });
+  });
+
   router.post('/admin/agents/:agentId/expire', async (req, res) => {
     res.json(agentView(await admin.expireAgent(deps, req.params.agentId), view()));
   });
@@ -68,6 +90,16 @@ export function adminRouter(deps: ServiceDeps): Router {
     const outcome = await deps.reloadPolicy();
     if (!outcome.ok) throw new ApiError('reload_rejected', `the new policy artefact was refused: ${outcome.error}`);
     res.json({ sha256: outcome.sha256, generation: outcome.generation });
+  });
+
+  // The active policy artefact, as health shows it.
+  router.get('/admin/policy', (_req, res) => {
+    const info = deps.policy.info();
+    res.json({ sha256: info.sha256, generation: info.generation, loaded_at: new Date(info.loadedAtMs).toISOString() });
+  });
+
+  router.get('/admin/operators', (_req, res) => {
+    res.json({ operators: admin.listOperators(deps) });
   });
 
   // Re-imports plugins/ and swaps the operator set; a broken plugin changes nothing.

@@ -6,6 +6,7 @@ import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import type { UserCodes } from '../services/user-codes.ts';
+import type { WaitingAgent } from '../domain/waiting.ts';
 
 const iso = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : new Date(ms).toISOString());
 
@@ -79,5 +80,27 @@ export function hostView(host: HostRecord) {
     default_capabilities: host.defaultCapabilities,
     created_at: iso(host.createdAtMs),
     activated_at: iso(host.activatedAtMs),
+  });
+}
+
+/**
+ * An agent waiting for a person (GET /admin/approvals). The user code and link only while the
+ * approval is open: a lapsed code decides nothing. `expires_at` is the approval's, open or lapsed.
+ */
+export function waitingAgentView(item: WaitingAgent, ctx: ViewContext) {
+  const { agent } = item.snapshot;
+  const open = item.openApproval ? approvalView(item.openApproval, ctx) : undefined;
+  return definedOnly({
+    agent_id: agent.id,
+    host_id: agent.hostId,
+    name: agent.name,
+    mode: agent.mode,
+    status: agent.status,
+    registration: item.registration,
+    approval_id: item.approval?.id,
+    expires_at: iso(item.approval?.expiresAtMs),
+    user_code: open?.user_code,
+    verification_uri_complete: open?.verification_uri_complete,
+    capabilities: item.requested.map((g) => definedOnly({ grant_id: g.id, capability: g.capability, constraints: g.constraints, reason: g.reason })),
   });
 }

@@ -1,13 +1,15 @@
 // The administrator's operations (DESIGN §8), until people approve through the device flow:
-// pre-register and link hosts, approve or deny pending agents and grants, and the test hooks
-// that move an agent's clocks.
+// pre-register and link hosts, approve, deny or revoke agents, list what waits for a person, say
+// which operators are loaded, and the test hooks that move an agent's clocks.
+import { basename } from 'node:path';
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
 import { validateConstraints } from '../domain/constraints.ts';
 import { activationClocks, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, GrantRecord, HostRecord } from '../domain/types.ts';
+import { byRegistrationTime, whatAgentWaitsFor, type WaitingAgent } from '../domain/waiting.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';
-import { releasePendingSlot } from './agents.ts';
+import { releasePendingSlot, revokeAgentById } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
 import { activateHost, linkHost } from './hosts.ts';
 import { newHostId } from './ids.ts';
@@ -155,4 +157,66 @@ export async function expireAgent(deps: ServiceDeps, agentId: string) {
 export async function exceedAbsoluteLifetime(deps: ServiceDeps, agentId: string) {
   const nowMs = deps.clock.nowMs();
   return transitionAgent(deps.store, agentId, () => ({ set: { absoluteExpiresAtMs: nowMs - 1, updatedAtMs: nowMs } }));
+}
+
+/** Revokes the agent and every grant it holds, as its host's revoke does; idempotent. */
+export async function revokeAgent(deps: ServiceDeps, agentId: string): Promise<AgentSnapshot> {
+  const snapshot = await revokeAgentById(deps, agentId);
+  deps.logger.info('agent revoked by the admin', { agentId, hostId: snapshot.agent.hostId });
+  return snapshot;
+}
+
+/** The most agents GET /admin/approvals reads and answers in one call. */
+export const MAX_LISTED_APPROVALS = 500;
+/** Agents read from the store at once while building the list: bounded, so one call cannot flood it. */
+const READ_CONCURRENCY = 25;
+
+export interface WaitingList {
+  waiting: WaitingAgent[];
+  /** True when more agents may wait than were listed (a list came back full). */
+  truncated: boolean;
+}
+
+/**
+ * Agents waiting for a person: pending ones, and active ones whose open approval still has grants
+ * to decide. The store already tracks both (for the clean-up job), oldest first; at most `limit`
+ * of each kind are read.
+ */
+export async function listWaitingAgents(deps: ServiceDeps, limit: number): Promise<WaitingList> {
+  const bounded = Math.min(Math.max(1, Math.trunc(limit)), MAX_LISTED_APPROVALS);
+  const [pendingIds, approvalIds] = await Promise.all([
+    deps.store.listStalePending('agent', Number.MAX_SAFE_INTEGER, bounded),
+    deps.store.listStalePending('approval', Number.MAX_SAFE_INTEGER, bounded),
+  ]);
+  const ids = [...new Set([...pendingIds, ...approvalIds])];
+  const nowMs = deps.clock.nowMs();
+  const waiting: WaitingAgent[] = [];
+  for (let start = 0; start < ids.length; start += READ_CONCURRENCY) {
+    const snapshots = await Promise.all(ids.slice(start, start + READ_CONCURRENCY).map((id) => deps.store.getAgent(id)));
+    for (const snapshot of snapshots) {
+      const item = snapshot ? whatAgentWaitsFor(snapshot, nowMs) : null;
+      if (item) waiting.push(item);
+    }
+  }
+  waiting.sort(byRegistrationTime);
+  const full = pendingIds.length >= bounded || approvalIds.length >= bounded || waiting.length > bounded;
+  return { waiting: waiting.slice(0, bounded), truncated: full };
+}
+
+export interface LoadedOperator {
+  name: string;
+  kind: 'built-in' | 'plugin';
+  description: string;
+  /** The plugin's file name, without its directory ('built-in' for the others). */
+  source: string;
+}
+
+/** Every operator the registry knows now (after the latest reload), built-ins first. */
+export function listOperators(deps: ServiceDeps): LoadedOperator[] {
+  return deps.operators.names().map((name) => {
+    const definition = deps.operators.get(name)!;
+    const plugin = deps.operators.isPlugin(name);
+    // The file name says which plugin it is; the server's directory layout is nobody's business.
+    return { name, kind: plugin ? 'plugin' : 'built-in', description: definition.description, source: plugin ? basename(definition.source) : 'built-in' };
+  });
 }

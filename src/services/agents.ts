@@ -160,13 +160,26 @@ export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnaps
 export async function revokeAgent(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   await ownedAgent(deps, verified, agentId);
+  const result = await revokeAgentById(deps, agentId, (snapshot) => assertOwner(verified, snapshot));
+  deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
+  return result;
+}
+
+/**
+ * Revokes the agent and every grant it holds, idempotently, then makes every instance forget its key
+ * and frees its host's pending slot. The host's revoke and the admin's share it, so both end an agent
+ * the same way. Whoever asks was authenticated by the caller; `assertAllowed` runs again on the
+ * state the change is written over, so an ownership check cannot be raced.
+ */
+export async function revokeAgentById(
+  deps: ServiceDeps, agentId: string, assertAllowed: (snapshot: AgentSnapshot) => void = () => {},
+): Promise<AgentSnapshot> {
   const result = await transitionAgent(deps.store, agentId, (snapshot) => {
-    assertOwner(verified, snapshot);
+    assertAllowed(snapshot);
     return snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, deps.clock.nowMs());
   });
   await forgetCachedKeyEverywhere(deps, agentId);
   await releasePendingSlot(deps, result);
-  deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
   return result;
 }
 

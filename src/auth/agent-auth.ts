@@ -80,7 +80,9 @@ export class AgentAuthenticator {
       try {
         await verifySignature(decoded, cached);
         return cached;
-      } catch {
+      } catch (err) {
+        // Only a refused signature means the key may be stale; anything else (a 503) stands.
+        if (!(err instanceof ApiError) || err.code !== 'invalid_jwt') throw err;
         this.keys.invalidate(agentId);
       }
     }

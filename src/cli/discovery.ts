@@ -11,6 +11,7 @@ const discoverySchema = z.looseObject({
   endpoints: z.looseObject({
     register: z.string().min(1).max(2048).optional(),
     execute: z.string().min(1).max(2048).optional(),
+    request_capability: z.string().min(1).max(2048).optional(),
   }).optional(),
 });
 

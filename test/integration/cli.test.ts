@@ -359,6 +359,20 @@ describe('the agentgate command-line tool', () => {
     expect(wrongKey.stderr).toMatch(/^error: invalid_jwt: /);
   });
 
+  it('request asks for more capabilities as the agent: the pending grant and the code to show a person, exit 2 without a capability', async () => {
+    const registered = await registerPending('asker', ['echo']);
+    expect((await cli('agents', 'approve', registered.agent_id, '--user-id', 'admin:alice')).code).toBe(0);
+    const base = ['request', '--agent-key', 'asker-agent.private.jwk.json', '--agent-id', registered.agent_id];
+    const asked = await cli(...base, '--capability', 'weather_lookup', '--constraints', '{"weather_lookup":{"city":{"in":["Oslo"]}}}', '--reason', 'forecasts');
+    expect(asked.code, asked.stderr).toBe(0);
+    expect(asked.stdout).toMatch(/waiting for a person: show them http.*\/device\?user_code=[A-Z]{4}-[A-Z]{4}/);
+    const machine = json(await cli(...base, '--capability', 'weather_lookup', '--json'));
+    expect(machine).toMatchObject({ agent_id: registered.agent_id, status: 'pending' });
+    const usage = await cli(...base);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/^error: request needs at least one --capability/);
+  });
+
   it('policy status and reload', async () => {
     const status = await cli('policy', 'status');
     expect(status.code).toBe(0);

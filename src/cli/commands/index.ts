@@ -10,6 +10,7 @@ import { keygenCommand } from './keygen.ts';
 import { operatorsCommands } from './operators.ts';
 import { policyCommands } from './policy.ts';
 import { registerCommand } from './register.ts';
+import { requestCommand } from './request.ts';
 
 export const COMMANDS: readonly CommandSpec[] = [
   keygenCommand,
@@ -21,4 +22,5 @@ export const COMMANDS: readonly CommandSpec[] = [
   ...auditCommands,
   registerCommand,
   executeCommand,
+  requestCommand,
 ];

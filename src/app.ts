@@ -113,7 +113,7 @@ export function buildApp(input: AppDependencies): App {
   // The capability routes first: execute is the hot path, and every router a request passes
   // through before its own costs it a round of path matching.
   app.use(capabilityRouter(deps));
-  app.use(discoveryRouter(config, input.limits));
+  app.use(discoveryRouter(config, input.limits, input.operators));
   app.use(healthRouter(deps));
   app.use(openApiRouter(config));
   app.use(agentRouter(deps));

@@ -25,6 +25,16 @@ export function unknownOperators(constraints: Constraints | undefined | null, re
 }
 
 /**
+ * 400 unknown_constraint_operator: names the unknown operators (`unknown_operators`) and every one
+ * this server knows now (`known_operators`, built-ins and plugins), so the client can fix its
+ * request without reading the server's configuration.
+ */
+export function unknownOperatorsError(message: string, unknown: string[], registry: Pick<OperatorRegistry, 'names'>): ApiError {
+  const known = registry.names().sort();
+  return new ApiError('unknown_constraint_operator', `${message}; this server knows: ${known.join(', ')}`, { unknown_operators: unknown, known_operators: known });
+}
+
+/**
  * Validates the constraints proposed for each capability: 400 unknown_constraint_operator listing
  * every unknown operator across `all` (so the client fixes them in one pass), then 400
  * invalid_request for constraints over the size limits (domain/limits.ts) or an operand that fails
@@ -33,9 +43,7 @@ export function unknownOperators(constraints: Constraints | undefined | null, re
  */
 export function validateConstraints(all: ReadonlyArray<{ capability: string; constraints: Constraints | undefined }>, registry: OperatorRegistry): void {
   const unknown = [...new Set(all.flatMap((c) => unknownOperators(c.constraints, registry)))];
-  if (unknown.length > 0) {
-    throw new ApiError('unknown_constraint_operator', `unknown constraint operator(s): ${unknown.join(', ')}`, { unknown_operators: unknown });
-  }
+  if (unknown.length > 0) throw unknownOperatorsError(`unknown constraint operator(s): ${unknown.join(', ')}`, unknown, registry);
   for (const { capability, constraints } of all) checkConstraintSize(capability, constraints);
   for (const { constraints } of all) {
     if (!constraints) continue;

@@ -1,6 +1,7 @@
 // Protocol §2: the discovery document, unauthenticated and cacheable for an hour.
 import { Router } from 'express';
 import type { Config } from '../config.ts';
+import type { OperatorRegistry } from '../operators/registry.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 
 export const ENDPOINTS = {
@@ -37,12 +38,22 @@ export function discoveryDocument(config: Config) {
   };
 }
 
-export function discoveryRouter(config: Config, limits: RateLimits): Router {
+/**
+ * Discovery, plus the constraint operators this server knows now (`constraint_operators`: an
+ * extension member clients that do not know it ignore). Operators change when plugins are
+ * reloaded, so the body is rebuilt when their list does, not on every request.
+ */
+export function discoveryRouter(config: Config, limits: RateLimits, operators: Pick<OperatorRegistry, 'names'>): Router {
   const router = Router();
-  const body = JSON.stringify(discoveryDocument(config));
+  const document = discoveryDocument(config);
+  let cached = { key: '', body: '' };
   router.get('/.well-known/agent-configuration', async (req, res) => {
     await limits.consume('ip', req.ip ?? 'unknown');
-    res.set('Cache-Control', 'public, max-age=3600').type('application/json').send(body);
+    const names = operators.names().sort();
+    const key = names.join(',');
+    if (cached.key !== key || cached.body === '') cached = { key, body: JSON.stringify({ ...document, constraint_operators: names }) };
+    // Short-lived: a plugin reload changes the operator list.
+    res.set('Cache-Control', 'public, max-age=300').type('application/json').send(cached.body);
   });
   return router;
 }

@@ -21,6 +21,7 @@ const errorBody = {
     message: { type: 'string' },
     violations: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, constraint: { type: 'object' }, actual: {} } } },
     unknown_operators: { type: 'array', items: { type: 'string' } },
+    known_operators: { type: 'array', items: { type: 'string' } },
     invalid_capabilities: { type: 'array', items: { type: 'string' } },
   },
 };

@@ -2,7 +2,7 @@
 // Cost on a warm key cache: one signature verification, one Redis round trip, one policy decision.
 import { assertIssuer } from '../auth/agent-auth.ts';
 import type { CachedAgentKey } from '../auth/key-cache.ts';
-import { unknownOperators } from '../domain/constraints.ts';
+import { unknownOperators, unknownOperatorsError } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
 import type { AgentRecord, GrantRecord } from '../domain/types.ts';
 import { ApiError, isApiError } from '../errors.ts';
@@ -142,7 +142,7 @@ export async function executeCall(
   const args = validatedArguments(capability, request.arguments);
   const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];
   if (unknown.length > 0) {
-    throw new ApiError('unknown_constraint_operator', `the grant uses constraint operator(s) this server no longer knows: ${unknown.join(', ')}`, { unknown_operators: unknown });
+    throw unknownOperatorsError(`the grant uses constraint operator(s) this server no longer knows: ${unknown.join(', ')}`, unknown, deps.operators);
   }
   // Step 8: the policy decides on the constraints; plugin operators were answered in the sandbox.
   const operator = await pluginAnswers(deps, active, args);

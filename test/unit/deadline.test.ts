@@ -1,8 +1,8 @@
 // `within` bounds every external call (STYLE); its deadlines share one sweeping interval, so these
 // check that sharing changes nothing a caller can see: the call's own outcome wins when it comes
-// first, a late call is refused within the interval's slack, and nothing keeps sweeping afterwards.
+// first, and a late call is refused, never before its deadline.
 import { describe, expect, it } from 'vitest';
-import { DeadlineError, SWEEP_INTERVAL_MS, within } from '../../src/deadline.ts';
+import { DeadlineError, within } from '../../src/deadline.ts';
 
 const after = <T>(ms: number, value: T) => new Promise<T>((resolve) => setTimeout(() => resolve(value), ms));
 
@@ -12,15 +12,14 @@ describe('within', () => {
     await expect(within(Promise.reject(new Error('refused')), 1000, 'a failing call')).rejects.toThrow('refused');
   });
 
-  it('a call that hangs is refused with DeadlineError naming it, not much after its deadline', async () => {
+  it('a call that hangs is refused with DeadlineError naming it, not before its deadline', async () => {
     const started = performance.now();
     const hanging = within(new Promise(() => {}), 50, 'storage call getAgent');
     await expect(hanging).rejects.toBeInstanceOf(DeadlineError);
     await expect(hanging).rejects.toThrow('storage call getAgent did not finish within 50 ms');
-    const elapsedMs = performance.now() - started;
-    expect(elapsedMs).toBeGreaterThanOrEqual(49);
-    // Generous: the bound is the interval's slack, plus a busy test machine's scheduling.
-    expect(elapsedMs).toBeLessThan(50 + SWEEP_INTERVAL_MS + 500);
+    // Never early; how late is the interval's slack plus scheduling, which the test's own timeout
+    // bounds (no speed is asserted in npm test).
+    expect(performance.now() - started).toBeGreaterThanOrEqual(49);
   });
 
   it('many calls in flight each get their own deadline, and the late ones only', async () => {

@@ -1,121 +1,304 @@
-// The OpenAPI document, generated from the same zod schemas the handlers parse with, so the
-// published shapes cannot drift from the enforced ones. Served at GET /openapi.json.
+// The OpenAPI 3.1 document, generated from the same zod schemas the handlers parse requests with
+// (schemas.ts, and the people's and admin API's own) and the answers are built to (responses.ts,
+// view-schemas.ts), so the published shapes cannot drift from the enforced ones. Served at
+// GET /openapi.json.
+//
+// Every operation lists its success answer and the statuses it can refuse with; each refusal is
+// the one `Error<status>` component, whose `error` enum is the codes src/errors.ts gives that
+// status. test/unit/openapi.test.ts validates the document with @readme/openapi-parser;
+// test/integration/openapi.routes.test.ts checks that every route the app registers is in it, and
+// test/integration/openapi.conformance.test.ts that real answers match it.
+import { STATUS_CODES } from 'node:http';
 import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
-import { ERROR_STATUS } from '../errors.ts';
+import type { ERROR_STATUS } from '../errors.ts';
+import { AUDIT_ID_PATTERN } from '../domain/audit.ts';
+import { MAX_LISTED_APPROVALS } from '../services/admin.ts';
+import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT } from '../services/audit-query.ts';
 import { SESSION_COOKIE } from './device.ts';
 import { CSRF_HEADER, personDecisionBodySchema, personGrantBodySchema } from './people.ts';
+import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
 import * as schemas from './schemas.ts';
 
-const json = (schema: z.ZodType) => {
+/** A request schema as JSON Schema: what a client may send (`io: 'input'`: defaults make fields optional). */
+const requestJson = (schema: z.ZodType) => {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
   return rest;
 };
 
-const errorBody = {
-  type: 'object',
-  required: ['error', 'message'],
-  properties: {
-    error: { type: 'string', enum: Object.keys(ERROR_STATUS) },
-    message: { type: 'string' },
-    violations: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, constraint: { type: 'object' }, actual: {} } } },
-    unknown_operators: { type: 'array', items: { type: 'string' } },
-    known_operators: { type: 'array', items: { type: 'string' } },
-    invalid_capabilities: { type: 'array', items: { type: 'string' } },
-  },
+const id = z.string().min(1).max(128);
+
+// The admin API's queries. src/http/admin.ts parses with schemas of its own that it does not export
+// (yet): these mirror them, sharing their bounds and patterns, and must be kept equal by hand until
+// admin.ts exports its schemas and this module documents those instead.
+
+/** GET /admin/approvals' query (admin.ts approvalsQuerySchema). */
+const adminApprovalsQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(MAX_LISTED_APPROVALS).default(MAX_LISTED_APPROVALS),
+});
+
+const auditTime = z.string().max(40).describe('inclusive: ISO 8601 (a date, or a date and time) or epoch milliseconds');
+
+/** GET /admin/audit's query (admin.ts auditQuerySchema; the CLI's contract, docs/cli.md). */
+const adminAuditQuerySchema = z.object({
+  agent_id: id.optional(),
+  host_id: id.optional(),
+  type: z.string().min(1).max(64).regex(/^[a-z_]+(?:\.[a-z_]+)*$/).optional().describe('an event type (execute.refused), or a family: the part before the dot (execute)'),
+  since: auditTime.optional(),
+  until: auditTime.optional(),
+  limit: z.coerce.number().int().min(1).max(AUDIT_MAX_LIMIT).default(AUDIT_DEFAULT_LIMIT),
+  cursor: z.string().regex(AUDIT_ID_PATTERN).optional().describe('the next_cursor of the previous page'),
+});
+
+/** A status some error code has: only these have an `Error<status>` component to refer to. */
+type ErrorHttpStatus = (typeof ERROR_STATUS)[keyof typeof ERROR_STATUS];
+
+/** Who may call an operation: its security requirement, and the refusals that alone can cause. */
+const AUTH = {
+  none: { security: [], errors: [] },
+  host: { security: [{ hostJwt: [] }], errors: [400, 401, 403, 429, 500, 503] },
+  agent: { security: [{ agentJwt: [] }], errors: [400, 401, 403, 429, 500, 503] },
+  hostOrAgent: { security: [{ agentJwt: [] }, { hostJwt: [] }], errors: [400, 401, 403, 429, 500, 503] },
+  /** Anonymous (spending the caller address's budget), or a host's or an agent's JWT. */
+  anyone: { security: [{}, { hostJwt: [] }, { agentJwt: [] }], errors: [400, 401, 403, 429, 500, 503] },
+  introspection: { security: [{ introspectionToken: [] }], errors: [400, 401, 429, 500, 503] },
+  /** 403 also when the admin API is off (no ADMIN_TOKEN configured). */
+  admin: { security: [{ adminToken: [] }], errors: [401, 403, 500, 503] },
+  person: { security: [{ session: [] }], errors: [401, 500, 503] },
+  /** A POST of the people's API: the session, and its CSRF token repeated in a header. */
+  personPost: { security: [{ session: [], csrfToken: [] }], errors: [401, 403, 500, 503] },
+  metrics: { security: [{ metricsToken: [] }], errors: [401, 403, 500] },
+} as const satisfies Record<string, { security: ReadonlyArray<Record<string, readonly string[]>>; errors: readonly ErrorHttpStatus[] }>;
+
+interface OperationSpec {
+  operationId: string;
+  summary: string;
+  description?: string;
+  auth: keyof typeof AUTH;
+  /** The success answer's component; `text/plain` for the metrics exposition. */
+  ok: ResponseComponent | 'text/plain';
+  /** 200 unless it creates something. */
+  okStatus?: 200 | 201;
+  /** Refusals beyond those of `auth`. */
+  errors?: ErrorHttpStatus[];
+  /** Answers other than the success and the `Error<status>` refusals, by status. */
+  otherResponses?: Record<number, ResponseComponent>;
+  body?: z.ZodType;
+  query?: z.ZodObject;
+}
+
+const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
+const jsonContent = (component: ResponseComponent | string) => ({ 'application/json': { schema: { $ref: `#/components/schemas/${component}` } } });
+
+const tagOf = (path: string): string => {
+  const first = path.split('/')[1] ?? '';
+  if (first === '.well-known') return 'discovery';
+  return ['agent', 'host', 'capability', 'admin', 'people'].includes(first) ? first : 'operations';
 };
 
-/** One item of a batch's answer: `data` when completed, `error` (the error body plus `code`) when failed. */
-const batchResponseBody = {
-  type: 'object',
-  required: ['responses'],
-  properties: {
+function operation(path: string, spec: OperationSpec) {
+  const auth = AUTH[spec.auth];
+  const pathParams = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: requestJson(id) }));
+  const query = spec.query ? requestJson(spec.query) : undefined;
+  const queryParams = Object.entries((query?.properties ?? {}) as Record<string, object>).map(([name, schema]) => ({
+    name, in: 'query', required: ((query?.required ?? []) as string[]).includes(name), schema,
+  }));
+  const parameters = [...pathParams, ...queryParams];
+  const errors = [...new Set([...auth.errors, ...(spec.errors ?? [])])].sort((a, b) => a - b);
+  const okStatus = spec.okStatus ?? 200;
+  const okContent = spec.ok === 'text/plain' ? { 'text/plain': { schema: { type: 'string' } } } : jsonContent(spec.ok);
+  return {
+    operationId: spec.operationId,
+    summary: spec.summary,
+    ...(spec.description ? { description: spec.description } : {}),
+    tags: [tagOf(path)],
+    security: auth.security,
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(spec.body ? { requestBody: { required: true, content: { 'application/json': { schema: requestJson(spec.body) } } } } : {}),
     responses: {
-      type: 'array',
-      items: {
-        type: 'object',
-        required: ['id', 'status'],
-        properties: {
-          id: { type: 'string', description: "the request's id, or its index in the batch as a string" },
-          status: { type: 'string', enum: ['completed', 'failed'] },
-          data: { description: 'when completed: what execute would answer as data' },
-          error: {
-            allOf: [{ $ref: '#/components/schemas/Error' }],
-            properties: { code: { type: 'string', description: 'the same value as error' }, retry_after: { type: 'integer', description: 'seconds, when a budget refused the call' } },
-          },
-        },
+      [String(okStatus)]: { description: STATUS_CODES[okStatus] ?? 'success', headers: requestIdHeader, content: okContent },
+      ...Object.fromEntries(errors.map((status) => [String(status), { $ref: `#/components/responses/Error${status}` }])),
+      ...Object.fromEntries(Object.entries(spec.otherResponses ?? {}).map(([status, component]) => [
+        status, { description: STATUS_CODES[Number(status)] ?? status, headers: requestIdHeader, content: jsonContent(component) },
+      ])),
+    },
+  };
+}
+
+/** Every response schema as a component; references between them stay references. */
+function componentSchemas(): Record<string, unknown> {
+  const registry = z.registry<{ id: string }>();
+  for (const [name, schema] of Object.entries(RESPONSE_SCHEMAS)) registry.add(schema, { id: name });
+  for (const status of ERROR_HTTP_STATUSES) registry.add(errorSchemaFor(status), { id: `Error${status}` });
+  const { schemas: generated } = z.toJSONSchema(registry, { io: 'output', uri: (name) => `#/components/schemas/${name}` });
+  // Each comes out as a document of its own; inside components it is a plain schema.
+  return Object.fromEntries(Object.entries(generated).map(([name, { $schema: _dialect, $id: _id, ...schema }]) => [name, schema]));
+}
+
+/** One response per error status: its codes, and the headers some of them carry. */
+function errorResponses() {
+  return Object.fromEntries(ERROR_HTTP_STATUSES.map((status) => [`Error${status}`, {
+    description: `${STATUS_CODES[status] ?? status}: ${codesWithStatus(status).join(', ')}`,
+    headers: {
+      ...requestIdHeader,
+      ...(status === 429 ? { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'integer', minimum: 0 } } } : {}),
+      ...(status === 401 ? { 'WWW-Authenticate': { description: 'where a challenge applies: how to authenticate', schema: { type: 'string' } } } : {}),
+    },
+    content: jsonContent(`Error${status}`),
+  }]));
+}
+
+/** Every route, by path and method. Pages for people's browsers and static files are not part of the API. */
+function paths(): Record<string, Record<string, OperationSpec>> {
+  return {
+    '/.well-known/agent-configuration': { get: { operationId: 'getDiscovery', summary: 'Discovery document', auth: 'none', ok: 'Discovery', errors: [429, 500, 503] } },
+    '/openapi.json': { get: { operationId: 'getOpenApiDocument', summary: 'This document', auth: 'none', ok: 'OpenApiDocument' } },
+    '/healthz': { get: { operationId: 'getHealth', summary: 'Liveness: the process serves HTTP (never fails because the store does)', auth: 'none', ok: 'Health' } },
+    '/readyz': {
+      get: {
+        operationId: 'getReadiness', summary: 'Readiness: store reachable, policy and operators loaded', auth: 'none', ok: 'Ready', otherResponses: { 503: 'NotReady' },
       },
     },
-  },
-};
+    '/metrics': {
+      get: {
+        operationId: 'getMetrics', summary: 'Prometheus metrics', auth: 'metrics', ok: 'text/plain',
+        description: 'Served on this port only when METRICS_TOKEN is set and METRICS_PORT is not; with METRICS_PORT, on that port instead.',
+      },
+    },
+    '/agent/register': { post: { operationId: 'registerAgent', summary: 'Register an agent (host JWT with agent_public_key)', auth: 'host', ok: 'AgentView', errors: [404, 409], body: schemas.registerBodySchema } },
+    '/agent/status': { get: { operationId: 'getAgentStatus', summary: 'Full agent view (host JWT)', auth: 'host', ok: 'AgentView', errors: [404], query: schemas.statusQuerySchema } },
+    '/agent/request-capability': {
+      post: { operationId: 'requestCapability', summary: 'Request more capabilities (agent JWT)', auth: 'agent', ok: 'RequestCapabilityResponse', errors: [409], body: schemas.requestCapabilityBodySchema },
+    },
+    '/agent/reactivate': { post: { operationId: 'reactivateAgent', summary: 'Reactivate an expired agent (host JWT)', auth: 'host', ok: 'AgentView', errors: [404, 409], body: schemas.agentIdBodySchema } },
+    '/agent/revoke': { post: { operationId: 'revokeAgent', summary: 'Revoke an agent (host JWT)', auth: 'host', ok: 'AgentRevoked', errors: [404, 409], body: schemas.agentIdBodySchema } },
+    '/agent/revoke-capability': {
+      post: { operationId: 'revokeCapabilities', summary: 'Revoke grants (agent or host JWT)', auth: 'hostOrAgent', ok: 'CapabilitiesRevoked', errors: [404, 409], body: schemas.revokeCapabilityBodySchema },
+    },
+    '/agent/device/code': {
+      post: {
+        operationId: 'newDeviceCode', summary: 'A fresh RFC 8628 code for an agent waiting for approval (host JWT)', auth: 'host', ok: 'DeviceCode', errors: [404, 409], body: schemas.agentIdBodySchema,
+      },
+    },
+    '/agent/rotate-key': { post: { operationId: 'rotateAgentKey', summary: "Replace an agent's key (host JWT)", auth: 'host', ok: 'AgentKeyRotated', errors: [404, 409], body: schemas.rotateAgentKeyBodySchema } },
+    '/agent/introspect': {
+      post: { operationId: 'introspectAgentToken', summary: 'Validate an agent JWT (resource-server bearer token)', auth: 'introspection', ok: 'Introspection', body: schemas.introspectBodySchema },
+    },
+    '/host/rotate-key': { post: { operationId: 'rotateHostKey', summary: "Replace the host's key (host JWT, current key)", auth: 'host', ok: 'HostKeyRotated', errors: [404, 409], body: schemas.rotateHostKeyBodySchema } },
+    '/host/revoke': { post: { operationId: 'revokeHost', summary: 'Revoke the host and its agents (host JWT)', auth: 'host', ok: 'HostRevoked', errors: [404, 409] } },
+    '/capability/list': { get: { operationId: 'listCapabilities', summary: 'List capabilities (anonymous, host or agent JWT)', auth: 'anyone', ok: 'CapabilityList', query: schemas.listQuerySchema } },
+    '/capability/describe': {
+      get: { operationId: 'describeCapability', summary: 'Describe one capability', auth: 'anyone', ok: 'CapabilityDescription', errors: [404], query: schemas.describeQuerySchema },
+    },
+    '/capability/execute': {
+      post: {
+        operationId: 'executeCapability', summary: 'Execute a capability (agent JWT)', auth: 'agent', ok: 'ExecuteResponse', errors: [404], body: schemas.executeBodySchema,
+        description: 'Refused with 403 constraint_violated (with `violations`) when the arguments break a constraint of the grant, 403 capability_not_granted without a grant, 404 capability_not_found for a capability not offered.',
+      },
+    },
+    '/capability/batch-execute': {
+      post: {
+        operationId: 'batchExecute', summary: 'Execute up to 50 calls under one agent JWT; each item completes or fails on its own', auth: 'agent', ok: 'BatchResponse', body: schemas.batchExecuteBodySchema,
+        description: 'A refusal of the whole batch (a bad token, an inactive agent, a malformed batch, budgets that cannot cover every call) is answered as execute would; a refusal of one call is that item\'s `error`.',
+      },
+    },
+    ...adminPaths(),
+    ...peoplePaths(),
+  };
+}
 
-const bearer = [{ bearer: [] }];
-/** People's own API: the approval page's session cookie; every POST also repeats its CSRF token. */
-const session = [{ session: [] }];
-const csrfHeader = { name: CSRF_HEADER, in: 'header', required: true, schema: { type: 'string' }, description: 'the csrf_token of GET /people/me' };
-const pathId = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string', minLength: 1, maxLength: 128 } });
-const body = (schema: z.ZodType) => ({ required: true, content: { 'application/json': { schema: json(schema) } } });
-const queryParams = (schema: z.ZodObject) =>
-  Object.entries(json(schema).properties as Record<string, object>).map(([name, s]) => ({
-    name, in: 'query', required: (json(schema).required as string[] | undefined)?.includes(name) ?? false, schema: s,
-  }));
-const responses = { '200': { description: 'success' }, default: { description: 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } };
+/** The admin API (DESIGN §8), under the admin token. */
+function adminPaths(): Record<string, Record<string, OperationSpec>> {
+  const admin = (operationId: string, summary: string, ok: ResponseComponent, more: Partial<OperationSpec> = {}): OperationSpec => ({ operationId, summary, auth: 'admin', ok, ...more });
+  const capabilityNotFound: Partial<OperationSpec> = { errors: [404] };
+  /** A change to a record: 404 when there is none, 409 when concurrent writers kept it from winning. */
+  const recordChange: Partial<OperationSpec> = { errors: [404, 409] };
+  return {
+    '/admin/hosts': {
+      post: admin('adminCreateHost', 'Pre-register a host linked to a person, with default capabilities', 'HostView', { okStatus: 201, errors: [400, 409], body: schemas.adminCreateHostBodySchema }),
+    },
+    '/admin/hosts/{hostId}': { get: admin('adminGetHost', 'A host', 'HostView', { errors: [404] }) },
+    '/admin/hosts/{hostId}/revoke': { post: admin('adminRevokeHost', 'Revoke a host and its agents', 'HostRevoked', recordChange) },
+    '/admin/agents/{agentId}': { get: admin('adminGetAgent', 'The full agent view', 'AgentView', { errors: [404] }) },
+    '/admin/agents/{agentId}/approve': {
+      post: admin('adminApproveAgent', "Approve what the agent's open approval waits on", 'AgentView', { errors: [400, 404, 409], body: schemas.adminApproveBodySchema }),
+    },
+    '/admin/agents/{agentId}/deny': { post: admin('adminDenyAgent', "Deny the agent's open approval", 'AgentView', { errors: [400, 404, 409], body: schemas.adminDenyBodySchema }) },
+    '/admin/agents/{agentId}/revoke': { post: admin('adminRevokeAgent', 'Revoke the agent and every grant it holds (idempotent)', 'AgentView', { errors: [400, 404, 409] }) },
+    '/admin/agents/{agentId}/expire': { post: admin('adminExpireAgent', "End the agent's session now", 'AgentView', recordChange) },
+    '/admin/agents/{agentId}/exceed-absolute-lifetime': {
+      post: admin('adminExceedAbsoluteLifetime', 'Test hook: end the absolute lifetime now (403 unless INSECURE_TEST_HOOKS)', 'AgentView', recordChange),
+    },
+    '/admin/approvals': { get: admin('adminListApprovals', 'Agents waiting for a person, oldest first', 'AdminApprovals', { errors: [400], query: adminApprovalsQuerySchema }) },
+    '/admin/policy': { get: admin('adminGetPolicy', 'The active policy artefact', 'PolicyInfo') },
+    '/admin/policy/reload': { post: admin('adminReloadPolicy', 'Reload the policy artefact; a refused one keeps the old (422)', 'PolicyReloaded', { errors: [404, 422] }) },
+    '/admin/operators': { get: admin('adminListOperators', 'The constraint operators: built-ins and plugins', 'Operators') },
+    '/admin/operators/reload': { post: admin('adminReloadOperators', 'Re-import the operator plugins; a broken one keeps the old set (422)', 'OperatorsReloaded', { errors: [404, 422] }) },
+    '/admin/capabilities/{name}/remove': { post: admin('adminRemoveCapability', "Take a capability out of this instance's catalog", 'CapabilityRemoval', capabilityNotFound) },
+    '/admin/capabilities/{name}/restore': { post: admin('adminRestoreCapability', "Put a capability back into this instance's catalog", 'CapabilityRemoval', capabilityNotFound) },
+    '/admin/audit': {
+      get: admin('adminReadAudit', 'The audit trail, newest first, filtered; next_cursor goes on with older events', 'AuditPage', { errors: [400], query: adminAuditQuerySchema }),
+    },
+  };
+}
+
+/** People's own API (DESIGN §8): only the signed-in person's hosts, agents and approvals; any other id is 404. */
+function peoplePaths(): Record<string, Record<string, OperationSpec>> {
+  const get = (operationId: string, summary: string, ok: ResponseComponent): OperationSpec => ({ operationId, summary, auth: 'person', ok });
+  const post = (operationId: string, summary: string, ok: ResponseComponent, more: Partial<OperationSpec> = {}): OperationSpec =>
+    ({ operationId, summary, auth: 'personPost', ok, errors: [404, 409], ...more });
+  return {
+    '/people/me': { get: get('getMe', 'Who is signed in, and the CSRF token every POST repeats', 'Person') },
+    '/people/me/hosts': { get: get('listMyHosts', 'My hosts', 'PersonHosts') },
+    '/people/me/agents': { get: get('listMyAgents', 'The agents of my hosts, with status and grants', 'PersonAgents') },
+    '/people/me/approvals': { get: get('listMyApprovals', 'Open approvals of my agents: each capability, description, constraints, reason', 'PersonApprovals') },
+    '/people/me/approvals/{approvalId}': {
+      post: post('decideMyApproval', 'Approve (some or all) or deny one of my open approvals (fresh sign-in)', 'AgentView', { errors: [400, 404, 409], body: personDecisionBodySchema }),
+    },
+    '/people/me/agents/{agentId}/grants': {
+      post: post('grantToMyAgent', 'Grant a capability to my agent without being asked (fresh sign-in; the policy still decides)', 'PersonGrant', {
+        okStatus: 201, errors: [400, 404, 409], body: personGrantBodySchema,
+      }),
+    },
+    '/people/me/agents/{agentId}/revoke': { post: post('revokeMyAgent', 'Revoke my agent and its grants', 'AgentView') },
+    '/people/me/agents/{agentId}/grants/{grantId}/revoke': { post: post('revokeMyGrant', "Revoke one of my agent's grants", 'PersonGrant') },
+    '/people/me/hosts/{hostId}/revoke': { post: post('revokeMyHost', 'Revoke my host and all its agents', 'HostRevoked') },
+    '/people/me/hosts/{hostId}/unlink': { post: post('unlinkMyHost', 'Stop vouching for my host: it stays active but unlinked, its delegated agents are revoked', 'HostUnlinked') },
+  };
+}
 
 export function openApiDocument(config: Config) {
-  const op = (summary: string, extra: Record<string, unknown> = {}) => ({ summary, security: bearer, responses, ...extra });
-  const personGet = (summary: string) => ({ summary, security: session, responses });
-  const personPost = (summary: string, ids: string[], extra: Record<string, unknown> = {}) =>
-    ({ summary, security: session, responses, parameters: [...ids.map(pathId), csrfHeader], ...extra });
   return {
     openapi: '3.1.0',
-    info: { title: 'agentgate', version: '1.0-draft', description: 'Agent Auth Protocol authorization server' },
+    info: {
+      title: 'agentgate',
+      version: '1.0-draft',
+      description: 'Agent Auth Protocol authorization server. Every refusal is `{error, message, ...}` with the status its code has; '
+        + 'a 5xx also carries `request_id`. Before any route, the HTTP layer itself may answer 400 (not HTTP/1.1), 408 (request_timeout), '
+        + '413 (chunk_extensions_too_large) or 431 (request_header_fields_too_large) with the same body.',
+    },
     servers: [{ url: config.issuer }],
+    tags: ['discovery', 'agent', 'host', 'capability', 'admin', 'people', 'operations'].map((name) => ({ name })),
     components: {
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (host+jwt or agent+jwt)' },
-        session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "the approval page's session (sign in at /signin)" },
+        hostJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A host+jwt, signed with the host key (protocol §5)' },
+        agentJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An agent+jwt, signed with the agent key (protocol §5)' },
+        introspectionToken: { type: 'http', scheme: 'bearer', description: "A resource server's INTROSPECTION_TOKEN (the ADMIN_TOKEN is accepted too)" },
+        adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN; without one configured, the admin API answers 403' },
+        session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "The approval page's session (sign in at /signin)" },
+        csrfToken: { type: 'apiKey', in: 'header', name: CSRF_HEADER, description: 'The csrf_token of GET /people/me, repeated on every POST of the people\'s API' },
+        metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN' },
       },
-      schemas: { Error: errorBody, BatchResponse: batchResponseBody },
+      headers: {
+        RequestId: { description: "This request's id, quoted in 5xx bodies and in every log line about it", schema: { type: 'string' } },
+      },
+      schemas: componentSchemas(),
+      responses: errorResponses(),
     },
-    paths: {
-      '/.well-known/agent-configuration': { get: { summary: 'Discovery document', responses } },
-      '/agent/register': { post: op('Register an agent (host JWT with agent_public_key)', { requestBody: body(schemas.registerBodySchema) }) },
-      '/agent/status': { get: op('Full agent view (host JWT)', { parameters: queryParams(schemas.statusQuerySchema) }) },
-      '/agent/request-capability': { post: op('Request more capabilities (agent JWT)', { requestBody: body(schemas.requestCapabilityBodySchema) }) },
-      '/agent/reactivate': { post: op('Reactivate an expired agent (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
-      '/agent/revoke': { post: op('Revoke an agent (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
-      '/agent/revoke-capability': { post: op('Revoke grants (agent or host JWT)', { requestBody: body(schemas.revokeCapabilityBodySchema) }) },
-      '/agent/device/code': { post: op('A fresh RFC 8628 code for an agent waiting for approval (host JWT)', { requestBody: body(schemas.agentIdBodySchema) }) },
-      '/agent/rotate-key': { post: op("Replace an agent's key (host JWT)", { requestBody: body(schemas.rotateAgentKeyBodySchema) }) },
-      '/agent/introspect': { post: op('Validate an agent JWT (resource-server bearer token)', { requestBody: body(schemas.introspectBodySchema) }) },
-      '/host/rotate-key': { post: op("Replace the host's key (host JWT, current key)", { requestBody: body(schemas.rotateHostKeyBodySchema) }) },
-      '/host/revoke': { post: op('Revoke the host and its agents (host JWT)') },
-      '/capability/list': { get: op('List capabilities (anonymous, host or agent JWT)', { parameters: queryParams(schemas.listQuerySchema) }) },
-      '/capability/describe': { get: op('Describe one capability', { parameters: queryParams(schemas.describeQuerySchema) }) },
-      '/capability/execute': { post: op('Execute a capability (agent JWT)', { requestBody: body(schemas.executeBodySchema) }) },
-      '/capability/batch-execute': {
-        post: op('Execute up to 50 calls under one agent JWT; each item completes or fails on its own', {
-          requestBody: body(schemas.batchExecuteBodySchema),
-          responses: { ...responses, '200': { description: 'one response per request, in request order', content: { 'application/json': { schema: { $ref: '#/components/schemas/BatchResponse' } } } } },
-        }),
-      },
-      // People's own API (DESIGN §8): only the signed-in person's hosts, agents and approvals; any other id is 404.
-      '/people/me': { get: personGet('Who is signed in, and the CSRF token every POST repeats') },
-      '/people/me/hosts': { get: personGet('My hosts') },
-      '/people/me/agents': { get: personGet('The agents of my hosts, with status and grants') },
-      '/people/me/approvals': { get: personGet('Open approvals of my agents: each capability, description, constraints, reason') },
-      '/people/me/approvals/{approvalId}': {
-        post: personPost('Approve (some or all) or deny one of my open approvals (fresh sign-in)', ['approvalId'], { requestBody: body(personDecisionBodySchema) }),
-      },
-      '/people/me/agents/{agentId}/grants': {
-        post: personPost('Grant a capability to my agent without being asked (fresh sign-in; the policy still decides)', ['agentId'], { requestBody: body(personGrantBodySchema) }),
-      },
-      '/people/me/agents/{agentId}/revoke': { post: personPost('Revoke my agent and its grants', ['agentId']) },
-      '/people/me/agents/{agentId}/grants/{grantId}/revoke': { post: personPost("Revoke one of my agent's grants", ['agentId', 'grantId']) },
-      '/people/me/hosts/{hostId}/revoke': { post: personPost('Revoke my host and all its agents', ['hostId']) },
-      '/people/me/hosts/{hostId}/unlink': { post: personPost('Stop vouching for my host: it stays active but unlinked, its delegated agents are revoked', ['hostId']) },
-    },
+    paths: Object.fromEntries(Object.entries(paths()).map(([path, methods]) => [
+      path, Object.fromEntries(Object.entries(methods).map(([method, spec]) => [method, operation(path, spec)])),
+    ])),
   };
 }
 

@@ -1,5 +1,6 @@
 // How records look on the wire (protocol §4, §8.3): snake_case fields, ISO 8601 times, and optional
-// fields absent (definedOnly) rather than null.
+// fields absent (definedOnly) rather than null. Each view's type is what its schema in
+// view-schemas.ts infers, so the published shape and what is sent cannot part ways.
 import type { Config } from '../config.ts';
 import { definedOnly } from '../defined-only.ts';
 import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
@@ -7,16 +8,23 @@ import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../
 import type { Catalog } from '../catalog/catalog.ts';
 import type { UserCodes } from '../services/user-codes.ts';
 import type { WaitingAgent } from '../domain/waiting.ts';
+import type { ActiveGrantView, AgentView, ApprovalView, ClosedGrantView, GrantView, HostView, PendingGrantView, WaitingAgentView } from './view-schemas.ts';
 
-const iso = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : new Date(ms).toISOString());
+function iso(ms: number): string;
+function iso(ms: number | undefined | null): string | undefined;
+function iso(ms: number | undefined | null): string | undefined {
+  return ms === undefined || ms === null ? undefined : new Date(ms).toISOString();
+}
 
 /** Protocol §8.3: active grants carry their constraints and the capability's schemas. */
-export function grantView(grant: GrantRecord, catalog: Catalog) {
-  const base = { id: grant.id, capability: grant.capability, status: grant.status };
+export function grantView(grant: GrantRecord, catalog: Catalog): GrantView {
+  // Each branch names its status again: there it is narrowed to the one its schema allows.
+  const base = { id: grant.id, capability: grant.capability };
   if (grant.status === 'active') {
     const capability = catalog.get(grant.capability);
-    return definedOnly({
+    return definedOnly<ActiveGrantView>({
       ...base,
+      status: grant.status,
       constraints: grant.constraints,
       granted_by: grant.grantedBy,
       reason: grant.reason,
@@ -26,12 +34,12 @@ export function grantView(grant: GrantRecord, catalog: Catalog) {
       output: capability?.output,
     });
   }
-  if (grant.status === 'pending') return definedOnly({ ...base, constraints: grant.constraints, reason: grant.reason });
-  return definedOnly({ ...base, reason: grant.reason, denied_by: grant.deniedBy });
+  if (grant.status === 'pending') return definedOnly<PendingGrantView>({ ...base, status: grant.status, constraints: grant.constraints, reason: grant.reason });
+  return definedOnly<ClosedGrantView>({ ...base, status: grant.status, reason: grant.reason, denied_by: grant.deniedBy });
 }
 
 /** Protocol §10: the device-authorization approval object (the code is derived from the approval id). */
-export function approvalView(approval: ApprovalRecord, ctx: ViewContext) {
+export function approvalView(approval: ApprovalRecord, ctx: ViewContext): ApprovalView {
   const verificationUri = `${ctx.config.issuer}/device`;
   const userCode = ctx.userCodes.codeFor(approval.id);
   return {
@@ -52,10 +60,10 @@ export interface ViewContext {
 }
 
 /** Protocol §4.5: the full agent view (status, register and reactivate responses use it too). */
-export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: GrantRecord[] = snapshot.grants) {
+export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: GrantRecord[] = snapshot.grants): AgentView {
   const { agent, sessionExpiresAtMs } = snapshot;
   const status = effectiveStatus(agent, sessionExpiresAtMs, ctx.nowMs).status;
-  return definedOnly({
+  return definedOnly<AgentView>({
     agent_id: agent.id,
     host_id: agent.hostId,
     name: agent.name,
@@ -71,8 +79,8 @@ export function agentView(snapshot: AgentSnapshot, ctx: ViewContext, grants: Gra
   });
 }
 
-export function hostView(host: HostRecord) {
-  return definedOnly({
+export function hostView(host: HostRecord): HostView {
+  return definedOnly<HostView>({
     host_id: host.id,
     name: host.name,
     status: host.status,
@@ -87,10 +95,10 @@ export function hostView(host: HostRecord) {
  * An agent waiting for a person (GET /admin/approvals). The user code and link only while the
  * approval is open: a lapsed code decides nothing. `expires_at` is the approval's, open or lapsed.
  */
-export function waitingAgentView(item: WaitingAgent, ctx: ViewContext) {
+export function waitingAgentView(item: WaitingAgent, ctx: ViewContext): WaitingAgentView {
   const { agent } = item.snapshot;
   const open = item.openApproval ? approvalView(item.openApproval, ctx) : undefined;
-  return definedOnly({
+  return definedOnly<WaitingAgentView>({
     agent_id: agent.id,
     host_id: agent.hostId,
     name: agent.name,
@@ -101,6 +109,6 @@ export function waitingAgentView(item: WaitingAgent, ctx: ViewContext) {
     expires_at: iso(item.approval?.expiresAtMs),
     user_code: open?.user_code,
     verification_uri_complete: open?.verification_uri_complete,
-    capabilities: item.requested.map((g) => definedOnly({ grant_id: g.id, capability: g.capability, constraints: g.constraints, reason: g.reason })),
+    capabilities: item.requested.map((g) => definedOnly<WaitingAgentView['capabilities'][number]>({ grant_id: g.id, capability: g.capability, constraints: g.constraints, reason: g.reason })),
   });
 }

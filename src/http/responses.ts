@@ -1,0 +1,312 @@
+// The shapes of agentgate's JSON answers, in zod, once (issue 17 point 7), as schemas.ts holds the
+// requests'. The records the views answer with are in view-schemas.ts; this module builds every
+// route's answer from them, and RESPONSE_SCHEMAS names each for the OpenAPI document
+// (src/http/openapi.ts), which publishes it as a component. Answers built outside views.ts whose
+// producer has a type of its own are tied to these at compile time at the end of this file, and
+// test/integration/openapi.conformance.test.ts checks real answers of every kind against the document.
+//
+// Objects are closed (zod's output JSON Schema says `additionalProperties: false`): the document
+// says exactly what the server sends, so a member added to an answer is added here first. Clients
+// should still ignore members they do not know, as the protocol asks of extension members.
+import { z } from 'zod';
+import { AUDIT_ACTORS, type AuditEvent } from '../domain/audit.ts';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
+import type { LoadedOperator } from '../services/admin.ts';
+import type { BatchCallOutcome } from '../services/batch-execute.ts';
+import { ENDPOINTS, type discoveryDocument } from './discovery.ts';
+import {
+  agentStatus, agentViewSchema, approvalViewSchema, grantViewSchema, hostStatus, hostViewSchema, isoTime, jsonObject, mode, seconds, waitingAgentViewSchema,
+} from './view-schemas.ts';
+
+// ---- errors --------------------------------------------------------------------------------------
+
+const violationSchema = z.object({
+  field: z.string().describe('the argument'),
+  constraint: jsonObject.describe('the single failing operator, {operator: operand}'),
+  actual: z.unknown().optional().describe('the value supplied; absent when the argument was missing'),
+  missing: z.literal(true).optional().describe('the argument was not supplied at all'),
+});
+
+/** The members some codes add to `{error, message}` (ApiError's `extra`), by the code that adds them. */
+const ERROR_EXTRAS = {
+  constraint_violated: {
+    violations: z.array(violationSchema).optional().describe('constraint_violated: every constraint the arguments break'),
+  },
+  unknown_constraint_operator: {
+    unknown_operators: z.array(z.string()).optional().describe('unknown_constraint_operator: the operators named that this server does not know'),
+    known_operators: z.array(z.string()).optional().describe('unknown_constraint_operator: every operator this server knows'),
+  },
+  invalid_capabilities: {
+    invalid_capabilities: z.array(z.string()).optional().describe('invalid_capabilities: the capabilities refused'),
+  },
+} satisfies Partial<Record<ErrorCode, z.ZodRawShape>>;
+
+const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+
+/** Every status some error code has, ascending (each gets a component of its own). */
+export const ERROR_HTTP_STATUSES = [...new Set(Object.values(ERROR_STATUS))].sort((a, b) => a - b);
+
+export const codesWithStatus = (status: number): ErrorCode[] => ERROR_CODES.filter((code) => ERROR_STATUS[code] === status);
+
+/** The error body for `codes`: their extras only, and `request_id` where a 5xx carries it (src/http/errors.ts). */
+function errorObject(codes: ErrorCode[], requestId: boolean) {
+  const extras = Object.assign({}, ...codes.map((code) => (ERROR_EXTRAS as Partial<Record<ErrorCode, z.ZodRawShape>>)[code] ?? {})) as z.ZodRawShape;
+  return z.object({
+    error: z.enum(codes as [ErrorCode, ...ErrorCode[]]).describe('the code, from the one table of src/errors.ts; decide on this, never on the message'),
+    message: z.string().describe('for people; may change'),
+    ...(requestId ? { request_id: z.string().optional().describe("5xx: the request's X-Request-Id, to quote when reporting it") } : {}),
+    ...extras,
+  });
+}
+
+/** Every refusal: `{error, message, ...}` with the status the code has in src/errors.ts. */
+export const errorSchema = errorObject(ERROR_CODES, true).describe('Every refusal. The HTTP status is the one its code has in src/errors.ts');
+
+/** A refusal with `status`: the same body, its `error` one of the codes with that status. */
+export const errorSchemaFor = (status: number) =>
+  errorObject(codesWithStatus(status), status >= 500).describe(`A refusal with status ${status}: one of the codes with that status`);
+
+// ---- discovery, health -----------------------------------------------------------------------
+
+const endpointShape = Object.fromEntries(Object.entries(ENDPOINTS).map(([name, path]) => [name, z.literal(path)])) as {
+  [K in keyof typeof ENDPOINTS]: z.ZodLiteral<(typeof ENDPOINTS)[K]>;
+};
+
+export const discoverySchema = z.object({
+  version: z.string(),
+  provider_name: z.string(),
+  description: z.string(),
+  issuer: z.url(),
+  default_location: z.url().describe('where capabilities execute unless one names its own location'),
+  algorithms: z.array(z.string()),
+  modes: z.array(mode),
+  approval_methods: z.array(z.string()).describe('device_authorization'),
+  verification_uri: z.url().describe('extension member: where people approve'),
+  endpoints: z.object(endpointShape),
+  constraint_operators: z.array(z.string()).describe('extension member: the constraint operators this server knows now'),
+}).describe('Protocol §2: the discovery document');
+
+const policyIdentity = { sha256: z.string(), generation: z.number().int(), loaded_at: isoTime };
+
+export const healthSchema = z.object({
+  status: z.literal('ok'),
+  uptime_seconds: seconds('how long the process has run'),
+  policy: z.object(policyIdentity).describe('the policy artefact this instance enforces'),
+}).describe('Liveness: the process serves HTTP');
+
+const check = { ok: z.boolean(), problem: z.string().optional().describe('what is wrong, when not ok') };
+const readinessChecksSchema = z.object({
+  store: z.object({ ...check, kind: z.enum(['memory', 'redis']) }),
+  policy: z.object({ ...check, sha256: z.string().optional(), generation: z.number().int().optional(), loaded_at: isoTime.optional() }),
+  operators: z.object({ ...check, builtin: z.array(z.string()).optional(), plugins: z.array(z.string()).optional() }),
+});
+
+export const readySchema = z.object({ status: z.literal('ready'), checks: readinessChecksSchema }).describe('Readiness: this instance can do its work');
+
+export const notReadySchema = errorObject(['service_unavailable'], true).extend({
+  status: z.literal('not_ready'),
+  checks: readinessChecksSchema.describe('which part is not ready, and why'),
+}).describe('Not ready: the error body of a 503, with the checks that say what is wrong');
+
+// ---- the protocol's other answers --------------------------------------------------------------
+
+export const requestCapabilityResponseSchema = z.object({
+  agent_id: z.string(),
+  status: z.enum(['active', 'pending']).describe('pending while a person must approve some of the capabilities'),
+  agent_capability_grants: z.array(grantViewSchema).describe('the grants this request made'),
+  approval: approvalViewSchema.optional(),
+});
+
+export const deviceCodeResponseSchema = approvalViewSchema.omit({ method: true }).extend({
+  device_code: z.string().describe("the approval's id"),
+}).describe('RFC 8628 §3.2: a fresh code for an agent waiting for approval');
+
+export const agentRevokedSchema = z.object({ agent_id: z.string(), status: z.literal('revoked') });
+export const agentKeyRotatedSchema = z.object({ agent_id: z.string(), status: agentStatus });
+export const capabilitiesRevokedSchema = z.object({
+  agent_id: z.string(),
+  revoked: z.array(z.string()).describe('the capabilities whose grants were revoked'),
+  grant_ids: z.array(z.string()),
+});
+
+export const introspectionSchema = z.discriminatedUnion('active', [
+  z.object({ active: z.literal(false) }),
+  z.object({
+    active: z.literal(true),
+    agent_id: z.string(),
+    host_id: z.string(),
+    user_id: z.string().optional(),
+    agent_capability_grants: z.array(z.object({ capability: z.string(), status: z.enum(['active', 'pending', 'denied', 'revoked']) })),
+    mode,
+    expires_at: isoTime.optional(),
+  }),
+]).describe('Protocol §4.12: `{active: false}` for any token that is not a valid agent JWT now');
+
+export const hostKeyRotatedSchema = z.object({ host_id: z.string(), status: hostStatus });
+export const hostRevokedSchema = z.object({ host_id: z.string(), status: hostStatus.describe('revoked'), agents_revoked: z.number().int().min(0) });
+
+const grantStatusForViewer = z.enum(['granted', 'not_granted']).optional().describe("for an agent's JWT only: whether it holds the capability");
+
+export const capabilityListSchema = z.object({
+  capabilities: z.array(z.object({ name: z.string(), description: z.string(), location: z.url().optional(), grant_status: grantStatusForViewer })),
+  next_cursor: z.string().nullable().describe('pass as `cursor` for the next page; null on the last'),
+  has_more: z.boolean(),
+});
+
+export const capabilityDescriptionSchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  location: z.url().optional(),
+  input: jsonObject.describe('JSON Schema of the arguments'),
+  output: jsonObject.optional().describe('JSON Schema of `data`'),
+  grant_status: grantStatusForViewer,
+});
+
+export const executeResponseSchema = z.object({ data: z.unknown().describe("the capability's answer") });
+
+/** A failed batch call: the error body execute would answer for it alone, plus `code` and `retry_after`. */
+const batchCallErrorSchema = errorObject(ERROR_CODES, false).extend({
+  code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]).describe('the same value as error'),
+  retry_after: seconds('when a budget refused the call: when to retry').optional(),
+});
+
+export const batchResponseSchema = z.object({
+  responses: z.array(z.discriminatedUnion('status', [
+    z.object({ id: z.string().describe("the request's id, or its index in the batch"), status: z.literal('completed'), data: z.unknown().describe('what execute would answer as data') }),
+    z.object({ id: z.string().describe("the request's id, or its index in the batch"), status: z.literal('failed'), error: batchCallErrorSchema }),
+  ])).describe('one per request, in request order'),
+});
+
+// ---- admin API -----------------------------------------------------------------------------
+
+export const adminApprovalsSchema = z.object({
+  approvals: z.array(waitingAgentViewSchema).describe('oldest registration first'),
+  truncated: z.boolean().describe('more agents wait than were listed'),
+});
+export const policyInfoSchema = z.object(policyIdentity).describe('The active policy artefact');
+export const policyReloadedSchema = z.object({ sha256: z.string(), generation: z.number().int() });
+export const operatorsSchema = z.object({
+  operators: z.array(z.object({
+    name: z.string(),
+    kind: z.enum(['built-in', 'plugin']),
+    description: z.string(),
+    source: z.string().describe("the plugin's file name, or built-in"),
+  })),
+});
+export const operatorsReloadedSchema = z.object({ operators: z.array(z.string()).describe('every operator known after the reload') });
+export const capabilityRemovalSchema = z.object({ name: z.string(), removed: z.boolean() });
+
+/** An audit event (src/domain/audit.ts): a few named members, and small flat details. */
+export const auditEventSchema = z.object({
+  id: z.string().describe('also its position in the trail'),
+  at: isoTime,
+  type: z.string().describe('`<subject>.<what happened>`, e.g. execute.allowed'),
+  actor: z.enum(AUDIT_ACTORS),
+  agent_id: z.string().optional(),
+  host_id: z.string().optional(),
+  person_id: z.string().optional(),
+  capability: z.string().optional(),
+  outcome: z.string().optional(),
+  code: z.string().optional(),
+}).catchall(z.union([z.string(), z.number(), z.boolean(), z.array(z.string())]));
+
+export const auditPageSchema = z.object({
+  events: z.array(auditEventSchema),
+  next_cursor: z.string().nullable().describe('pass as `cursor` for the next page; null on the last'),
+});
+
+// ---- people's API ----------------------------------------------------------------------------
+
+export const personSchema = z.object({
+  person_id: z.string(),
+  name: z.string().optional(),
+  email: z.string().optional(),
+  csrf_token: z.string().describe('repeat it in X-CSRF-Token on every POST'),
+  signed_in_at: isoTime,
+});
+export const personHostsSchema = z.object({ hosts: z.array(hostViewSchema) });
+export const personAgentsSchema = z.object({ agents: z.array(agentViewSchema) });
+export const personApprovalsSchema = z.object({
+  approvals: z.array(z.object({
+    approval_id: z.string(),
+    expires_at: isoTime,
+    registration: z.boolean(),
+    agent: z.object({ agent_id: z.string(), name: z.string(), mode, status: agentStatus, reason: z.string().optional() }),
+    host: z.object({ host_id: z.string(), name: z.string().optional() }),
+    capabilities: z.array(z.object({
+      grant_id: z.string(),
+      capability: z.string(),
+      description: z.string(),
+      approval_strength: z.enum(['sign_in', 'presence']).describe('presence: only on the approval page, with a passkey'),
+      constraints: jsonObject.optional(),
+      reason: z.string().optional(),
+    })),
+  })),
+});
+export const personGrantSchema = z.object({ agent_id: z.string(), grant: grantViewSchema });
+export const hostUnlinkedSchema = hostRevokedSchema.extend({ linked: z.boolean() });
+
+/**
+ * Every answer, by the component name the OpenAPI document gives it, and the parts answers share
+ * (a part named here is a reference wherever it is used). The per-status error bodies (`Error400`,
+ * ...) are added by openapi.ts from ERROR_HTTP_STATUSES.
+ */
+export const RESPONSE_SCHEMAS = {
+  Timestamp: isoTime,
+  Error: errorSchema,
+  NotReady: notReadySchema,
+  Discovery: discoverySchema,
+  Health: healthSchema,
+  Ready: readySchema,
+  OpenApiDocument: jsonObject.describe('This document (OpenAPI 3.1)'),
+  Approval: approvalViewSchema,
+  Grant: grantViewSchema,
+  AgentView: agentViewSchema,
+  HostView: hostViewSchema,
+  WaitingAgent: waitingAgentViewSchema,
+  RequestCapabilityResponse: requestCapabilityResponseSchema,
+  DeviceCode: deviceCodeResponseSchema,
+  AgentRevoked: agentRevokedSchema,
+  AgentKeyRotated: agentKeyRotatedSchema,
+  CapabilitiesRevoked: capabilitiesRevokedSchema,
+  Introspection: introspectionSchema,
+  HostKeyRotated: hostKeyRotatedSchema,
+  HostRevoked: hostRevokedSchema,
+  CapabilityList: capabilityListSchema,
+  CapabilityDescription: capabilityDescriptionSchema,
+  ExecuteResponse: executeResponseSchema,
+  BatchResponse: batchResponseSchema,
+  AdminApprovals: adminApprovalsSchema,
+  PolicyInfo: policyInfoSchema,
+  PolicyReloaded: policyReloadedSchema,
+  Operators: operatorsSchema,
+  OperatorsReloaded: operatorsReloadedSchema,
+  CapabilityRemoval: capabilityRemovalSchema,
+  AuditEvent: auditEventSchema,
+  AuditPage: auditPageSchema,
+  Person: personSchema,
+  PersonHosts: personHostsSchema,
+  PersonAgents: personAgentsSchema,
+  PersonApprovals: personApprovalsSchema,
+  PersonGrant: personGrantSchema,
+  HostUnlinked: hostUnlinkedSchema,
+} as const;
+
+export type ResponseComponent = keyof typeof RESPONSE_SCHEMAS;
+
+// ---- answers built outside views.ts, tied to these at compile time -------------------------------
+
+/** True when `Actual` fits `Published` and has no top-level member `Published` does not name. */
+type Fits<Actual, Published> = [Actual] extends [Published] ? ([Exclude<keyof Actual, keyof Published>] extends [never] ? true : false) : false;
+type Holds<T extends true> = T;
+/** JSON has no read-only arrays: a producer's `readonly string[]` is sent as any other array. */
+type Sent<V> = V extends readonly (infer U)[] ? U[] : V;
+type AsSent<T> = { [K in keyof T]: Sent<T[K]> };
+
+/** Fails to compile when a producer's type and the published shape part ways. */
+export type ProducersFitTheirSchemas = [
+  Holds<Fits<ReturnType<typeof discoveryDocument> & { constraint_operators: string[] }, z.infer<typeof discoverySchema>>>,
+  Holds<Fits<LoadedOperator, z.infer<typeof operatorsSchema>['operators'][number]>>,
+  Holds<Fits<BatchCallOutcome, z.infer<typeof batchResponseSchema>['responses'][number]>>,
+  Holds<Fits<AsSent<AuditEvent>, z.infer<typeof auditEventSchema>>>,
+];

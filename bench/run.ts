@@ -10,7 +10,8 @@
 // (allowed,violated,replay), BENCH_RUNTIMES (24; 24,20 also runs the Node 20 build), BENCH_WORKERS
 // (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof, profiles there; read
 // them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND (16000),
-// BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON).
+// BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON), BENCH_GATE_ENV (a JSON object
+// of extra environment for agentgate, e.g. '{"METRICS_TOKEN":"..."}' to measure with metrics on).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createPublicKey, KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -43,6 +44,17 @@ const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
 const RESULTS_FILE = process.env.BENCH_RESULTS_FILE ?? 'bench/results/latest.json';
 /** When set, agentgate runs with --cpu-prof and writes its profiles there. */
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
+/** Extra environment for agentgate (BENCH_GATE_ENV, a JSON object of strings); it wins over the bench's own settings. */
+const GATE_ENV = parseGateEnv(process.env.BENCH_GATE_ENV);
+
+function parseGateEnv(text: string | undefined): Record<string, string> {
+  if (text === undefined || text === '') return {};
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || !Object.values(parsed).every((v) => typeof v === 'string')) {
+    throw new Error('BENCH_GATE_ENV must be a JSON object whose values are strings');
+  }
+  return parsed as Record<string, string>;
+}
 const CONSTRAINTS = { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } };
 /** The verifier the floor uses: the fastest agentgate ships, where it loads on this machine. */
 const FLOOR_VERIFIER = 'sodium' in loadSodium() ? 'libsodium' : 'node:crypto';
@@ -141,10 +153,10 @@ function startProcess(script: string, env: Record<string, string>, node = proces
       const lines = (partialLine + chunk.toString()).split('\n');
       partialLine = lines.pop() ?? '';
       for (const line of lines) {
-        const match = /"listening":(\d+)|"msg":"agentgate listening".*"port":(\d+)/.exec(line);
-        if (match) {
+        const port = listeningPort(line);
+        if (port !== undefined) {
           clearTimeout(timer);
-          resolve({ child, port: Number(match[1] ?? match[2]) });
+          resolve({ child, port });
         } else if (line && !/"level":"(info|debug)"/.test(line)) {
           // Warnings and errors from the child are passed on; its routine log lines are not.
           process.stderr.write(`${line}\n`);
@@ -153,6 +165,19 @@ function startProcess(script: string, env: Record<string, string>, node = proces
     });
     child.on('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
+}
+
+/** The port a child says it listens on: the bench servers' `{"listening": port}`, or agentgate's start-up line. */
+function listeningPort(line: string): number | undefined {
+  if (!line.includes('listening')) return undefined;
+  try {
+    const entry = JSON.parse(line) as { listening?: unknown; msg?: unknown; port?: unknown };
+    if (typeof entry.listening === 'number') return entry.listening;
+    if (entry.msg === 'agentgate listening' && typeof entry.port === 'number') return entry.port;
+  } catch {
+    // Not a JSON line.
+  }
+  return undefined;
 }
 
 async function post(url: string, token: string, body: unknown): Promise<{ status: number; json: any }> {
@@ -249,6 +274,7 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
     ...command.env,
     PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
     RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000', WORKERS: String(WORKERS),
+    ...GATE_ENV,
   }, command.node, nodeArgs);
   const base = `http://127.0.0.1:${gate.port}`;
   const results: Measured[] = [];

@@ -11,6 +11,7 @@ import type { Config } from './config.ts';
 import type { Catalog } from './catalog/catalog.ts';
 import { createCapabilityRunner, type CapabilityRunner } from './execution/handlers.ts';
 import { adminRouter } from './http/admin.ts';
+import { accessLog } from './http/access.ts';
 import { bodyDepthLimit } from './http/body-depth.ts';
 import { agentRouter } from './http/agent.ts';
 import { capabilityRouter } from './http/capability.ts';
@@ -19,11 +20,15 @@ import { discoveryRouter } from './http/discovery.ts';
 import { errorHandler, notFoundHandler } from './http/errors.ts';
 import { healthRouter } from './http/health.ts';
 import { hostRouter } from './http/host.ts';
+import { metricsRouter } from './http/metrics.ts';
 import { openApiRouter } from './http/openapi.ts';
 import { peopleApiRouter } from './http/people.ts';
 import type { Logger } from './logger.ts';
+import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { keyCacheObserver } from './metrics/observers.ts';
 import type { OperatorRegistry } from './operators/registry.ts';
 import type { PluginSandbox } from './operators/sandbox.ts';
+import { instrumentPolicy } from './policy/instrumented.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
@@ -50,18 +55,24 @@ export interface AppDependencies {
   runCapability?: CapabilityRunner;
   reloadPolicy?: ServiceDeps['reloadPolicy'];
   reloadOperators?: ServiceDeps['reloadOperators'];
+  /** The audit trail's writer (services/audit-trail.ts startAuditTrail); its owner flushes it at shutdown. */
+  audit: ServiceDeps['audit'];
+  /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
+  metrics?: Metrics;
 }
 
 export interface App {
   app: Express;
   deps: ServiceDeps;
+  metrics: Metrics;
 }
 
 export function buildApp(input: AppDependencies): App {
   const { config, clock, logger } = input;
+  const metrics = input.metrics ?? createMetrics(config);
   // A call to Redis gets the command timeout plus a small margin in all, however many wait ahead of it.
   const deadlineMs = input.store.kind === 'redis' ? redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS) : undefined;
-  const store = failClosedStore(input.store, logger, { deadlineMs });
+  const store = failClosedStore(input.store, logger, { deadlineMs, metrics });
   const settings: AuthSettings = {
     issuer: config.issuer,
     executeUrl: config.executeUrl,
@@ -75,19 +86,25 @@ export function buildApp(input: AppDependencies): App {
   }
   logger.info('Ed25519 signature verification', { backend: verifier.backend, setting: config.ED25519_VERIFIER });
   const importer = new KeyImporter(verifier);
-  const keys = new AgentKeyCache({ maxEntries: config.KEY_CACHE_MAX_ENTRIES, ttlSeconds: config.KEY_CACHE_TTL_SECONDS, clock, importer });
+  const keys = new AgentKeyCache({
+    maxEntries: config.KEY_CACHE_MAX_ENTRIES, ttlSeconds: config.KEY_CACHE_TTL_SECONDS, clock, importer, onLookup: keyCacheObserver(metrics, logger),
+  });
+  // Decisions are timed for metrics and, at debug, logged with their arguments' values redacted.
+  const policy = instrumentPolicy(input.policy, metrics, logger);
+  metrics.observe({ policy: input.policy, store, logger });
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
   input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
   const deps: ServiceDeps = {
     config,
     store,
     clock,
-    policy: input.policy,
+    policy,
     catalog: input.catalog,
     operators: input.operators,
     pluginSandbox: input.pluginSandbox,
     userCodes: input.userCodes,
     logger,
+    audit: input.audit,
     keys,
     limits: input.limits,
     ...(input.reloadPolicy ? { reloadPolicy: input.reloadPolicy } : {}),
@@ -102,12 +119,8 @@ export function buildApp(input: AppDependencies): App {
   app.set('etag', false);
   app.set('query parser', 'simple');
   app.set('trust proxy', config.TRUST_PROXY);
-  let requestSeq = 0;
-  const instance = Math.random().toString(36).slice(2, 8);
-  app.use((_req, res, next) => {
-    res.locals.requestId = `${instance}-${(++requestSeq).toString(36)}`;
-    next();
-  });
+  // First: the request id (X-Request-Id), the request's context, and its access line and metrics.
+  app.use(accessLog({ logger, metrics }));
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
   app.use(bodyDepthLimit(config.MAX_JSON_DEPTH));
   // The capability routes first: execute is the hot path, and every router a request passes
@@ -125,7 +138,9 @@ export function buildApp(input: AppDependencies): App {
   const passkeys = passkeySettingsFor(config.issuer, config.PROVIDER_NAME);
   app.use(devicePagesRouter({ ...deps, sessions, passkeys, oidc: input.oidc }));
   app.use(peopleApiRouter({ ...deps, sessions }));
+  // With METRICS_PORT set, /metrics is served on that port instead (src/main.ts), never here.
+  if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined) app.use(metricsRouter(() => metrics.render(), config.METRICS_TOKEN));
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
-  return { app, deps };
+  return { app, deps, metrics };
 }

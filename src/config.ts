@@ -28,6 +28,13 @@ const schema = z
 
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     INTROSPECTION_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+    /**
+     * /metrics on the main port, for a bearer of this token. With METRICS_PORT also set, the token
+     * guards that port instead. With neither, metrics are off: not served and not recorded.
+     */
+    METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+    /** /metrics on a listener of its own, on HOST at this port (and not on the main port). */
+    METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
 
     CAPABILITIES_FILE: z.string().min(1).default('config/capabilities.json'),
     PLUGINS_DIR: z.string().min(1).default('plugins'),
@@ -126,6 +133,23 @@ const schema = z
     /** Time in-flight requests get to finish after SIGTERM or SIGINT; then the process exits with status 1. */
     SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
 
+    /** Record the audit trail (issue 17 point 3; src/services/audit-log.ts). */
+    AUDIT_ENABLED: bool.default(true),
+    /** Events the trail keeps (a Redis stream trimmed with MAXLEN ~, or the memory store's ring). */
+    AUDIT_MAX_EVENTS: z.coerce.number().int().min(1000).max(100_000_000).default(100_000),
+    /** Longest an event waits in the in-process queue when no execute carries it: what a crash can lose. */
+    AUDIT_FLUSH_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+    /** Events the in-process queue holds; when full, the oldest are dropped (and counted). */
+    AUDIT_QUEUE_MAX: z.coerce.number().int().min(100).max(1_000_000).default(10_000),
+    /** Forward every event to this URL (POST {events: [...]}), once across all instances. */
+    AUDIT_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /** Sent to the webhook as `Authorization: Bearer <token>`. */
+    AUDIT_WEBHOOK_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+    /** One delivery attempt's time limit (at most 30 s: a forwarder must renew its hold within a minute). */
+    AUDIT_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(5000),
+    /** Events per webhook POST. */
+    AUDIT_WEBHOOK_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
+
     /** Server processes sharing the port (Node cluster). More than 1 needs REDIS_URL. */
     WORKERS: z.coerce.number().int().min(1).max(64).default(1),
 
@@ -135,6 +159,14 @@ const schema = z
   .superRefine((c, ctx) => {
     if (c.WORKERS > 1 && !c.REDIS_URL) {
       ctx.addIssue({ code: 'custom', path: ['WORKERS'], message: 'more than one worker needs REDIS_URL (the memory store is per process)' });
+    }
+    if (c.METRICS_PORT !== undefined && c.METRICS_PORT === c.PORT) {
+      ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'must differ from PORT (unset it to serve /metrics on PORT with METRICS_TOKEN)' });
+    }
+    if (c.WORKERS > 1 && c.METRICS_TOKEN !== undefined && c.METRICS_PORT === undefined) {
+      // Workers share the main port, so a scrape there would see one worker's numbers; the primary
+      // serves all of them, added up, on a port of its own.
+      ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'with more than one worker, metrics are served by the primary on METRICS_PORT; set it' });
     }
     if ((c.OIDC_ISSUER === undefined) !== (c.OIDC_CLIENT_ID === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['OIDC_CLIENT_ID'], message: 'OIDC_ISSUER and OIDC_CLIENT_ID go together' });

@@ -6,8 +6,10 @@ import { buildApp } from './app.ts';
 import { systemClock } from './clock.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { loadCatalog } from './catalog/catalog.ts';
+import { metricsApp, type RenderMetrics } from './http/metrics.ts';
 import { createHttpServer, drain } from './http/server.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { answerClusterScrapes, clusterMetricsRenderer, createMetrics, type Metrics } from './metrics/metrics.ts';
 import { startOperators } from './operators/setup.ts';
 import { createOidcSignIn } from './people/oidc-sign-in.ts';
 import { installProcessGuards } from './process-guards.ts';
@@ -16,7 +18,7 @@ import { scheduleCleanup } from './services/cleanup.ts';
 import { userCodesFor } from './services/user-codes.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
-import { PolicyReloader } from './policy/reloader.ts';
+import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail } from './services/audit-trail.ts';
 import { MemoryStore } from './store/memory/memory-store.ts';
 import { describeTarget } from './store/redis/connection.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
@@ -26,7 +28,7 @@ import type { Store } from './store/store.ts';
 const OIDC_TIMEOUT_MS = 5000;
 
 /** The store, and the Redis client the rate limiter shares with it (none for the memory store). */
-async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger): Promise<{ store: Store; redisClient?: unknown }> {
+async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger, metrics: Metrics): Promise<{ store: Store; redisClient?: unknown }> {
   if (!config.REDIS_URL) {
     logger.warn('no REDIS_URL: using the in-memory store; nothing survives a restart and instances share nothing');
     // A failing invalidation listener is reported, as the Redis store reports its own.
@@ -37,7 +39,10 @@ async function openStore(config: ReturnType<typeof loadConfig>, logger: Logger):
     keyPrefix: config.REDIS_KEY_PREFIX,
     commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
     // Reconnection is automatic; operators still need to see that Redis went away.
-    onConnectionError: (err) => logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message }),
+    onConnectionError: (err) => {
+      metrics.redisConnectionError();
+      logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message });
+    },
   });
   logger.info('using Redis', { target: describeTarget({ url: config.REDIS_URL }), keyPrefix: config.REDIS_KEY_PREFIX });
   return { store, redisClient: store.connection };
@@ -56,9 +61,14 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.LOG_LEVEL);
   if (config.WORKERS > 1 && cluster.isPrimary) {
+    // The primary serves every worker's metrics, added up; workers serve none themselves.
+    if (config.METRICS_PORT !== undefined) listenForMetrics(config, clusterMetricsRenderer(), logger);
     superviseWorkers(config.WORKERS, logger);
     return;
   }
+  // Off (records nothing) unless METRICS_TOKEN or METRICS_PORT is set.
+  const metrics = createMetrics(config);
+  if (cluster.isWorker) answerClusterScrapes(metrics);
   // Until the server listens, a fatal error or a stop signal simply ends the process; afterwards it
   // drains first. `npm start` execs node (package.json), so the signals npm forwards arrive here. A
   // repeated signal changes nothing: under npm one Ctrl-C arrives twice, from the terminal to the
@@ -68,31 +78,35 @@ async function main(): Promise<void> {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stop(signal, 0));
   if (config.INSECURE_DEV_SIGN_IN) logger.warn('INSECURE_DEV_SIGN_IN is on: anyone can sign in to the approval page by typing a name and approve agents; for local use only');
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
-  const { store, redisClient } = await openStore(config, logger);
+  const { store, redisClient } = await openStore(config, logger, metrics);
+  // The audit trail records from here on (reloads included); shutdown flushes it before the store closes.
+  const audit = startAuditTrail(config, store, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
-  const limits = createRateLimits(config, logger, redisClient, catalog.list());
+  const limits = createRateLimits(config, logger, redisClient, catalog.list(), metrics);
   const plugins = await startOperators(
     { pluginsDir: config.PLUGINS_DIR, budgetMs: config.PLUGIN_BUDGET_MS, workers: config.PLUGIN_WORKERS, queueMax: config.PLUGIN_QUEUE_MAX },
     logger,
+    metrics,
   );
   const operators = plugins.registry;
   logger.info('constraint operators', { operators: operators.names() });
-  const reloadOperators = async () => {
+  // Each reload, accepted or refused, is recorded in the audit trail with what triggered it.
+  const reloadOperators = auditedOperatorReload(audit.log, async () => {
     const names = await plugins.reload();
     logger.info('operator plugins reloaded', { operators: names });
     return names;
-  };
+  });
   // No in-process operator: plugin operators are answered per decision from the sandbox's results.
   const policy = await loadPolicyEngine({
     wasmPath: config.POLICY_WASM_PATH,
     goldenPath: config.POLICY_GOLDEN_PATH,
     memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES,
   });
-  const reloader = new PolicyReloader({ engine: policy, logger, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
+  const reloader = new AuditedPolicyReloader({ engine: policy, logger, audit: audit.log, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
   if (config.POLICY_WATCH) reloader.start();
   process.on('SIGHUP', () => {
     void reloader.reload('SIGHUP');
-    reloadOperators().catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
+    reloadOperators('SIGHUP').catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
   });
   const userCodes = await userCodesFor(config.USER_CODE_KEY, store, (message) => logger.warn(message));
   const oidc = config.OIDC_ISSUER && config.OIDC_CLIENT_ID
@@ -107,8 +121,12 @@ async function main(): Promise<void> {
   if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
   const { app, deps } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits,
     reloadPolicy: () => reloader.reload('admin'),
-    reloadOperators,
+    reloadOperators: () => reloadOperators('admin'),
+    audit: audit.log,
+    metrics,
   });
+  // A worker's metrics are served by the primary (it asks each worker over IPC).
+  const metricsServer = config.METRICS_PORT !== undefined && !cluster.isWorker ? listenForMetrics(config, () => metrics.render(), logger) : undefined;
 
   // Header, request and keep-alive timeouts and the connection caps come from config (SECURITY.md).
   const server: Server = createHttpServer(config, app);
@@ -122,13 +140,15 @@ async function main(): Promise<void> {
   server.listen(config.PORT, config.HOST, () => {
     // One line that says what is in force, so an operator reading the log needs nothing else.
     logger.info('agentgate listening', {
-      host: config.HOST, port: config.PORT, pid: process.pid, issuer: config.issuer,
+      // Every line carries the process id already (src/logger.ts).
+      host: config.HOST, port: config.PORT, issuer: config.issuer,
       store: config.REDIS_URL ? `redis (${describeTarget({ url: config.REDIS_URL })}, prefix ${config.REDIS_KEY_PREFIX})` : 'memory (nothing survives a restart)',
       policy: { sha256: policy.info().sha256, path: config.POLICY_WASM_PATH, watched: config.POLICY_WATCH },
       operators: { builtin: operators.names().filter((n) => !operators.isPlugin(n)), plugins: operators.names().filter((n) => operators.isPlugin(n)), dir: config.PLUGINS_DIR },
       approvalMethods: ['device_authorization'],
       signIn: [...(oidc ? ['oidc'] : []), ...(config.INSECURE_DEV_SIGN_IN ? ['insecure-dev'] : [])],
       adminApi: config.ADMIN_TOKEN ? 'on' : 'off (ADMIN_TOKEN is not set)',
+      metrics: describeMetrics(config),
     });
   });
 
@@ -143,13 +163,37 @@ async function main(): Promise<void> {
     }, config.SHUTDOWN_TIMEOUT_MS);
     force.unref();
     stopCleanup();
-    drain(server)
+    Promise.all([drain(server), metricsServer ? drain(metricsServer) : undefined])
+      // The audit queue is written while the store is still open (audit.close never throws).
+      .then(() => audit.close())
       .then(() => Promise.allSettled([store.close(), plugins.close()]))
       .finally(() => {
         logger.info('stopped', { reason, exitCode });
         process.exit(exitCode);
       });
   };
+}
+
+/** Where /metrics is served, for the start-up line. */
+function describeMetrics(config: ReturnType<typeof loadConfig>): string {
+  if (config.METRICS_PORT !== undefined) return `on ${config.HOST}:${config.METRICS_PORT}/metrics${config.METRICS_TOKEN ? ' (bearer METRICS_TOKEN)' : ''}`;
+  if (config.METRICS_TOKEN !== undefined) return 'on /metrics (bearer METRICS_TOKEN)';
+  return 'off (set METRICS_TOKEN or METRICS_PORT); /metrics answers 404 and nothing is recorded';
+}
+
+/**
+ * The listener of METRICS_PORT on HOST, with the main server's connection limits and timeouts. Like
+ * the main port, a port that cannot be bound ends the process: a deployment that asked for metrics
+ * would otherwise run without them unnoticed.
+ */
+function listenForMetrics(config: ReturnType<typeof loadConfig>, render: RenderMetrics, logger: Logger): Server {
+  const server = createHttpServer(config, metricsApp(render, config.METRICS_TOKEN, logger));
+  server.on('error', (err: NodeJS.ErrnoException) => {
+    logger.error('cannot listen for metrics; exiting', { host: config.HOST, port: config.METRICS_PORT, code: err.code, error: err.message });
+    process.exit(1);
+  });
+  server.listen(config.METRICS_PORT, config.HOST, () => logger.info('metrics listening', { host: config.HOST, port: config.METRICS_PORT }));
+  return server;
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Clock } from '../clock.ts';
 import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
+import { noteAgent } from '../request-context.ts';
 import type { Store } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
@@ -59,6 +60,8 @@ export class AgentAuthenticator {
     const cached = this.keys.get(agentId);
     const key = cached?.keyVersion === agent.keyVersion ? cached : await this.keys.put(agentId, agent.publicJwk, agent.keyVersion, agent.hostId);
     await verifySignature(decoded, key);
+    // The signature proves who calls: from here the request's access line names the agent.
+    noteAgent(agentId, agent.hostId);
     assertIssuer(decoded.claims, agent.hostThumbprint);
     if (options.consumeJti) {
       if (!(await this.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
@@ -79,6 +82,7 @@ export class AgentAuthenticator {
     if (cached) {
       try {
         await verifySignature(decoded, cached);
+        noteAgent(agentId, cached.hostId);
         return cached;
       } catch (err) {
         // Only a refused signature means the key may be stale; anything else (a 503) stands.
@@ -91,6 +95,7 @@ export class AgentAuthenticator {
     const fresh = await this.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
     if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
     await verifySignature(decoded, fresh);
+    noteAgent(agentId, fresh.hostId);
     return fresh;
   }
 

@@ -5,6 +5,7 @@ import { hostRefusal } from '../domain/lifecycle.ts';
 import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
+import { noteHost } from '../request-context.ts';
 import type { Store } from '../store/store.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
 import { jwkThumbprint, parsePublicJwk, type KeyImporter } from './keys.ts';
@@ -67,6 +68,8 @@ export class HostAuthenticator {
     let presentedJwk: PublicJwk | null = null;
     if (host) {
       await verifySignature(decoded, await this.importer.import(host.publicJwk));
+      // The signature proves which host calls: from here the request's access line names it.
+      noteHost(host.id);
     } else {
       presentedJwk = await this.verifySelfSigned(decoded, iss);
       if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');

@@ -11,6 +11,9 @@ export type CachedAgentKey = VerifyKey & {
   keyVersion: number;
 };
 
+/** What a lookup found: a live entry, none, or one past its TTL (dropped). For metrics and debug lines. */
+export type KeyCacheLookup = 'hit' | 'absent' | 'expired';
+
 interface Entry {
   value: CachedAgentKey;
   expiresAtMs: number;
@@ -22,9 +25,15 @@ export class AgentKeyCache {
   private readonly ttlMs: number;
   private readonly clock: Clock;
   private readonly importer: KeyImporter;
+  private readonly onLookup: ((agentId: string, result: KeyCacheLookup) => void) | undefined;
 
-  constructor(options: { maxEntries: number; ttlSeconds: number; clock: Clock; importer: KeyImporter }) {
+  constructor(options: {
+    maxEntries: number; ttlSeconds: number; clock: Clock; importer: KeyImporter;
+    /** Told of every lookup (the composition root counts hits and misses, and logs misses at debug). */
+    onLookup?: (agentId: string, result: KeyCacheLookup) => void;
+  }) {
     this.importer = options.importer;
+    this.onLookup = options.onLookup;
     this.maxEntries = options.maxEntries;
     this.ttlMs = options.ttlSeconds * 1000;
     this.clock = options.clock;
@@ -32,11 +41,16 @@ export class AgentKeyCache {
 
   get(agentId: string): CachedAgentKey | undefined {
     const entry = this.entries.get(agentId);
-    if (!entry) return undefined;
-    if (entry.expiresAtMs <= this.clock.nowMs()) {
-      this.entries.delete(agentId);
+    if (!entry) {
+      this.onLookup?.(agentId, 'absent');
       return undefined;
     }
+    if (entry.expiresAtMs <= this.clock.nowMs()) {
+      this.entries.delete(agentId);
+      this.onLookup?.(agentId, 'expired');
+      return undefined;
+    }
+    this.onLookup?.(agentId, 'hit');
     return entry.value;
   }
 

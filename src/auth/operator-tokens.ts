@@ -25,3 +25,9 @@ export function requireIntrospectionToken(presented: string | null, tokens: { in
     throw new ApiError('authentication_required', 'introspection requires the resource-server bearer token (INTROSPECTION_TOKEN)');
   }
 }
+
+/** /metrics with METRICS_TOKEN set: 401 without a token, 403 for a wrong one (as the admin API). */
+export function requireMetricsToken(presented: string | null, metricsToken: string): void {
+  if (!presented) throw new ApiError('authentication_required', '/metrics requires Authorization: Bearer <METRICS_TOKEN>', undefined, { 'WWW-Authenticate': 'Bearer' });
+  if (!sameSecret(presented, metricsToken)) throw new ApiError('unauthorized', 'the metrics token is not valid');
+}

@@ -1,10 +1,14 @@
 // The admin API (DESIGN §8), guarded by a bearer token (ADMIN_TOKEN). Without a token configured
-// every admin route answers 403: the API is off.
+// every admin route answers 403: the API is off. Every call, refused or not, is recorded in the
+// audit trail (`admin.call`: method, path, status; never the body or the token), and the trail is
+// read here (GET /admin/audit).
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { requireAdminToken } from '../auth/operator-tokens.ts';
-import { ApiError } from '../errors.ts';
+import { AUDIT_ID_PATTERN, parseAuditTime } from '../domain/audit.ts';
+import { ApiError, isApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
+import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, auditTimeSlackMs, queryAudit } from '../services/audit-query.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { revokeHost } from '../services/hosts.ts';
 import { parseWith, tokenOf } from './parse.ts';
@@ -18,10 +22,44 @@ const approvalsQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(admin.MAX_LISTED_APPROVALS).default(admin.MAX_LISTED_APPROVALS),
 });
 
+/** A time in an audit query: ISO 8601 or epoch milliseconds, as epoch ms. */
+const auditTime = z.string().max(40).transform((text, ctx) => {
+  const ms = parseAuditTime(text);
+  if (ms === null) ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 time or epoch milliseconds' });
+  return ms ?? 0;
+});
+const auditQuerySchema = z.object({
+  agent_id: z.string().min(1).max(128).optional(),
+  host_id: z.string().min(1).max(128).optional(),
+  type: z.string().min(1).max(64).regex(/^[a-z_]+(?:\.[a-z_]+)*$/, 'must be an event type (execute.refused) or its family (execute)').optional(),
+  since: auditTime.optional(),
+  until: auditTime.optional(),
+  limit: z.coerce.number().int().min(1).max(AUDIT_MAX_LIMIT).default(AUDIT_DEFAULT_LIMIT),
+  cursor: z.string().regex(AUDIT_ID_PATTERN, 'must be a next_cursor this endpoint answered').optional(),
+}).strict();
+
 export function adminRouter(deps: ServiceDeps): Router {
   const router = Router();
   const view = () => ({ config: deps.config, catalog: deps.catalog, userCodes: deps.userCodes, nowMs: deps.clock.nowMs() });
+  router.use('/admin', (req, res, next) => {
+    // 'close' comes for every request, also one whose client went away before the answer.
+    res.once('close', () => recordAdminCall(deps, req, res));
+    next();
+  });
   router.use('/admin', requireAdmin(deps));
+
+  // The audit trail, newest first. This instance's queue is written first, so what it just did is
+  // in the answer (another instance's may follow up to AUDIT_FLUSH_MS later).
+  router.get('/admin/audit', async (req, res) => {
+    const query = parseWith(auditQuerySchema, req.query, 'query');
+    if (query.since !== undefined && query.until !== undefined && query.since > query.until) {
+      throw new ApiError('invalid_request', 'since: must not be after until');
+    }
+    await deps.audit.flush();
+    const filter = { agentId: query.agent_id, hostId: query.host_id, type: query.type, sinceMs: query.since, untilMs: query.until };
+    const page = await queryAudit(deps.store, { filter, limit: query.limit, cursor: query.cursor }, auditTimeSlackMs(deps.config));
+    res.json({ events: page.events, next_cursor: page.nextCursor });
+  });
 
   router.post('/admin/hosts', async (req, res) => {
     const body = parseWith(adminCreateHostBodySchema, req.body, 'body');
@@ -40,7 +78,7 @@ export function adminRouter(deps: ServiceDeps): Router {
   router.post('/admin/hosts/:hostId/revoke', async (req, res) => {
     const host = await deps.store.getHost(req.params.hostId);
     if (!host) throw new ApiError('host_not_found', 'no host has this id');
-    const { agentsRevoked } = await revokeHost(deps, host);
+    const { agentsRevoked } = await revokeHost(deps, host, { actor: 'admin', via: 'admin_api' });
     res.json({ host_id: host.id, status: 'revoked', agents_revoked: agentsRevoked });
   });
 
@@ -123,12 +161,47 @@ export function adminRouter(deps: ServiceDeps): Router {
     res.json({ name: req.params.name, removed: false });
   });
 
+  // Remembers a refusal's code for the call's audit event; the app's error handler answers it.
+  router.use('/admin', (err: unknown, _req: Request, res: Response, next: NextFunction) => {
+    res.locals.auditCode = isApiError(err) ? err.code : 'internal_error';
+    next(err);
+  });
+
   return router;
 }
 
 function requireAdmin(deps: ServiceDeps) {
-  return (req: Request, _res: Response, next: NextFunction) => {
+  return (req: Request, res: Response, next: NextFunction) => {
     requireAdminToken(tokenOf(req), deps.config.ADMIN_TOKEN);
+    res.locals.adminAuthenticated = true;
     next();
   };
+}
+
+const AGENT_PATH = /^\/admin\/agents\/([^/]{1,128})/;
+const HOST_PATH = /^\/admin\/hosts\/([^/]{1,128})/;
+
+/**
+ * One `admin.call` event per admin request, when it ends (answered, or its client gone): method,
+ * path (without the query), status, the refusal's code, and the agent or host the path names. A
+ * call whose token did not verify is capped (services/audit-log.ts): anyone can send one.
+ */
+function recordAdminCall(deps: ServiceDeps, req: Request, res: Response): void {
+  const path = req.originalUrl.split('?')[0] ?? '';
+  const status = res.statusCode;
+  const named = (pattern: RegExp) => {
+    const match = pattern.exec(path)?.[1];
+    try {
+      return match === undefined ? undefined : decodeURIComponent(match);
+    } catch {
+      return match;
+    }
+  };
+  deps.audit.record({
+    type: 'admin.call', actor: 'admin', method: req.method, path, status,
+    outcome: status < 400 ? 'ok' : status < 500 ? 'refused' : 'failed',
+    code: typeof res.locals.auditCode === 'string' ? res.locals.auditCode : undefined,
+    ...(res.writableFinished ? {} : { aborted: true }),
+    agent_id: named(AGENT_PATH), host_id: named(HOST_PATH), request_id: res.locals.requestId as string | undefined,
+  }, { capped: res.locals.adminAuthenticated !== true });
 }

@@ -6,6 +6,7 @@ import * as agents from '../services/agents.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { introspectToken } from '../services/introspect.ts';
 import { registerAgent } from '../services/registration.ts';
+import { noteAgent } from '../request-context.ts';
 import { parseWith, tokenOf, toRequested } from './parse.ts';
 import {
   agentIdBodySchema,
@@ -29,6 +30,8 @@ export function agentRouter(deps: ServiceDeps): Router {
       name: body.name, hostName: body.host_name, mode: body.mode, capabilities: toRequested(body.capabilities ?? []), reason: body.reason,
       clientIp: req.ip ?? 'unknown',
     });
+    // A host new to the server has no id before this answer: the access line names what it created.
+    noteAgent(snapshot.agent.id, snapshot.agent.hostId);
     res.status(200).json(agentView(snapshot, view()));
   });
 

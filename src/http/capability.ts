@@ -52,7 +52,7 @@ export function capabilityRouter(deps: ServiceDeps): Router {
   // Protocol §9, DESIGN §2: the hot path.
   router.post('/capability/execute', async (req, res) => {
     const body = parseWith(executeBodySchema, req.body, 'body');
-    const data = await executeCapability(deps, tokenOf(req), { capability: body.capability, arguments: body.arguments ?? {} });
+    const data = await executeCapability(deps, tokenOf(req), { capability: body.capability, arguments: body.arguments ?? {} }, res.locals.requestId as string | undefined);
     res.json({ data });
   });
 

@@ -15,6 +15,7 @@ import type { PersonSession } from '../services/people.ts';
 import { passkeyRegistrationOptions, presenceOptions, registerPasskey } from '../services/passkeys.ts';
 import { addPasskeyPage, approvalPage, codePage, decidedPage, errorPage, layout, signInPage, STYLESHEET, type PresenceOnPage } from './pages/device-pages.ts';
 import type { SafeHtml } from './pages/html.ts';
+import { requestContextOf } from './access.ts';
 
 /** An OpenID Connect sign-in (src/people/oidc-sign-in.ts), as the pages use it. */
 export interface OidcSignInFlow {
@@ -98,6 +99,8 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
         if (body) renderAs('agentgate', body);
       } catch (err) {
         if (!isApiError(err)) return next(err);
+        const context = requestContextOf(res);
+        if (context) context.errorCode = err.code;
         if (res.locals.session) session = res.locals.session as PersonSession;
         await keep(res, session).catch(() => undefined);
         if (err.headers) res.set(err.headers);

@@ -1,8 +1,11 @@
 // One error renderer for the whole app (STYLE: errors are one closed table). Clients see
-// {error, message, ...extra}; causes and stacks go to the log with the request id.
+// {error, message, ...extra}; causes and stacks go to the log with the request id. A 5xx body also
+// carries `request_id` (the X-Request-Id header's value), so whoever reports the failure can quote
+// it and an operator can find the log lines that explain it.
 import type { NextFunction, Request, Response } from 'express';
 import { ApiError, isApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
+import { requestContextOf } from './access.ts';
 
 interface BodyParserError {
   type?: string;
@@ -30,12 +33,15 @@ export function errorHandler(logger: Logger) {
     } else if (apiError.status >= 500) {
       logger.error('request failed', { requestId, method: req.method, path: req.path, code: apiError.code, cause: (err as Error).cause });
     }
+    const context = requestContextOf(res);
+    if (context) context.errorCode = apiError.code;
     if (res.headersSent) {
       res.end();
       return;
     }
     if (apiError.headers) res.set(apiError.headers);
-    res.status(apiError.status).json(apiError.body());
+    const body = apiError.body();
+    res.status(apiError.status).json(apiError.status >= 500 && requestId !== undefined ? { ...body, request_id: requestId } : body);
   };
 }
 

@@ -5,6 +5,7 @@
 // loaded) and, when not, what is wrong, so traffic goes elsewhere until it is.
 import { Router } from 'express';
 import type { ServiceDeps } from '../services/deps.ts';
+import { requestContextOf } from './access.ts';
 
 export interface ReadinessCheck {
   ok: boolean;
@@ -51,8 +52,12 @@ export function healthRouter(deps: ServiceDeps): Router {
       res.json({ status: 'ready', checks });
       return;
     }
-    // The error body of every other refusal, with the checks that say what is wrong.
-    res.status(503).json({ error: 'service_unavailable', message: `not ready: ${problems.join('; ')}`, status: 'not_ready', checks });
+    // The error body of every other refusal (a 5xx: with the request id), with the checks that say what is wrong.
+    const context = requestContextOf(res);
+    if (context) context.errorCode = 'service_unavailable';
+    res.status(503).json({
+      error: 'service_unavailable', message: `not ready: ${problems.join('; ')}`, ...(context ? { request_id: context.requestId } : {}), status: 'not_ready', checks,
+    });
   });
   return router;
 }

@@ -10,6 +10,7 @@
 // that use only built-in operators never come here.
 import { Worker } from 'node:worker_threads';
 import { LogThrottle, type Logger } from '../logger.ts';
+import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 import { isPluginFailure, type OperatorOutcome } from './outcome.ts';
 import type { PluginCall } from './plugin-calls.ts';
 import type { FromWorker, ToWorker, WorkerModule } from './sandbox-worker.ts';
@@ -23,6 +24,8 @@ export interface SandboxOptions {
   /** How long a decision may wait for a worker before it is refused; default 20 budgets, at least 1 s. */
   queueWaitMaxMs?: number;
   logger: Logger;
+  /** Counts every plugin failure by operator and kind (the log line for them is throttled). */
+  metrics?: Metrics;
 }
 
 /** No worker could take the calls in time (queue full, or workers restarting): a 503, not a violation. */
@@ -67,7 +70,7 @@ export class PluginSandbox {
   readonly #failureLog = new LogThrottle(FAILURE_LOG_WINDOW_MS);
 
   constructor(options: SandboxOptions) {
-    this.#options = { queueWaitMaxMs: Math.max(1000, 20 * options.budgetMs), ...options };
+    this.#options = { queueWaitMaxMs: Math.max(1000, 20 * options.budgetMs), ...options, metrics: options.metrics ?? noMetrics };
   }
 
   /**
@@ -257,11 +260,15 @@ export class PluginSandbox {
     if (worker) await worker.terminate();
   }
 
-  /** Logs plugin failures, rate-limited per operator and kind (a failing plugin fails on every call). */
+  /**
+   * Counts every plugin failure and logs them, rate-limited per operator and kind (a failing plugin
+   * fails on every call). Operator names are the registry's: only plugin operators come here.
+   */
   #report(calls: readonly PluginCall[], outcomes: readonly OperatorOutcome[]): void {
     outcomes.forEach((outcome, i) => {
       if (!isPluginFailure(outcome)) return;
       const operator = calls[i]?.name ?? 'unknown';
+      this.#options.metrics.pluginFailure(operator, outcome.kind);
       const suppressed = this.#failureLog.admit(`${operator}:${outcome.kind}`);
       if (suppressed === null) return;
       this.#options.logger.warn('plugin operator failed; the argument counts as a violation', {

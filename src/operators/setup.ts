@@ -2,6 +2,7 @@
 // read at grant time) and the sandbox (worker threads that evaluate them at execute), loaded and
 // reloaded together so the two always know the same plugin set.
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { loadPlugins } from './plugin-loader.ts';
 import { OperatorRegistry } from './registry.ts';
 import { PluginSandbox } from './sandbox.ts';
@@ -21,9 +22,11 @@ export interface Operators {
   close(): Promise<void>;
 }
 
-export async function startOperators(settings: OperatorSettings, logger: Logger): Promise<Operators> {
+export async function startOperators(settings: OperatorSettings, logger: Logger, metrics?: Metrics): Promise<Operators> {
   const registry = new OperatorRegistry(await loadPlugins(settings.pluginsDir));
-  const sandbox = new PluginSandbox({ budgetMs: settings.budgetMs, workers: settings.workers, queueMax: settings.queueMax, logger });
+  const sandbox = new PluginSandbox({
+    budgetMs: settings.budgetMs, workers: settings.workers, queueMax: settings.queueMax, logger, ...(metrics ? { metrics } : {}),
+  });
   await sandbox.setModules(registry.pluginModules());
   // One reload at a time, so an older plugin set can never be swapped in after a newer one.
   let reloads: Promise<unknown> = Promise.resolve();

@@ -62,7 +62,7 @@ export class WasmPolicyEngine implements PolicyEngine {
   #active: Artefact | null = null;
   /** The answers of the decision being evaluated now (wasm runs synchronously, so one at a time). */
   #decisionOperator: OperatorEvaluator | undefined;
-  /** How many wasm instances were replaced after an exception; info() reports it (a /metrics endpoint is planned). */
+  /** How many wasm instances were replaced after an exception; info() reports it, /metrics exposes it. */
   #instanceReplacements = 0;
   /** Reloads run one at a time, so an older file can never be swapped in after a newer one. */
   #reloads: Promise<void> = Promise.resolve();

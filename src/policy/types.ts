@@ -91,6 +91,9 @@ export interface PolicyEngine {
    * (the plugin sandbox's results); without it the engine's default answers, false when it has none.
    */
   decideExecute(input: ExecuteInput, operator?: (name: string, operand: unknown, actual: unknown) => boolean): ExecuteOutput;
-  /** Identity of the active artefact, for health. */
-  info(): { sha256: string; loadedAtMs: number; generation: number };
+  /**
+   * Identity of the active artefact, for health and metrics; `instanceReplacements` counts the wasm
+   * instances replaced after an exception (engines that never replace one leave it out).
+   */
+  info(): { sha256: string; loadedAtMs: number; generation: number; instanceReplacements?: number };
 }

@@ -2,11 +2,14 @@
 // every instance shares one budget; in memory with the memory store. Over a limit the answer is
 // 429 rate_limited with Retry-After in whole seconds. If the limiter's Redis call fails the
 // request is refused (503), for known and unknown callers alike: fail closed.
+// Refusals are counted by budget (metrics); at LOG_LEVEL debug every verdict is logged with the
+// points left, which is how an operator sees a budget running down before it refuses.
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../config.ts';
 import { redisCallDeadlineMs, within } from '../deadline.ts';
 import { ApiError } from '../errors.ts';
-import type { Logger } from '../logger.ts';
+import { debugEnabled, type Logger } from '../logger.ts';
+import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 
 export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
@@ -35,14 +38,20 @@ export class RateLimits {
 
   /** Redis-backed limiters answer within this or count as unavailable (see store/guard.ts). */
   private readonly deadlineMs: number | undefined;
+  private readonly metrics: Metrics;
+  /** Decided once: a verdict's debug line is built only when it would be written. */
+  private readonly logVerdicts: boolean;
 
   constructor(
     limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger, capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract> = new Map(), deadlineMs?: number,
+    metrics: Metrics = noMetrics,
   ) {
     this.limiters = limiters;
     this.capabilityLimiters = capabilityLimiters;
     this.logger = logger;
     this.deadlineMs = deadlineMs;
+    this.metrics = metrics;
+    this.logVerdicts = debugEnabled(logger);
   }
 
   /**
@@ -51,7 +60,7 @@ export class RateLimits {
    * refused spend still counts, as rate-limiter-flexible counts every consume.
    */
   consume(name: LimitName, key: string, points = 1): Promise<void> {
-    return this.spend(this.limiters[name], name, key, points);
+    return this.spend(this.limiters[name], name, name, key, points);
   }
 
   /**
@@ -62,7 +71,7 @@ export class RateLimits {
    */
   consumeCapability(capability: string, agentId: string): Promise<void> | null {
     const limiter = this.capabilityLimiters.get(capability);
-    return limiter ? this.spend(limiter, `capability ${capability}`, agentId, 1) : null;
+    return limiter ? this.spend(limiter, 'capability', `capability ${capability}`, agentId, 1) : null;
   }
 
   /**
@@ -79,12 +88,16 @@ export class RateLimits {
     }
   }
 
-  private async spend(limiter: RateLimiterAbstract, name: string, key: string, points: number): Promise<void> {
+  /** `dimension` is the budget's kind (a metrics label: one for all capabilities' budgets); `name` says which, for the log. */
+  private async spend(limiter: RateLimiterAbstract, dimension: LimitName | 'capability', name: string, key: string, points: number): Promise<void> {
     try {
       const consumed = limiter.consume(key, points);
-      await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
+      const verdict = await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
+      if (this.logVerdicts) this.logger.debug('rate limit verdict', { limit: name, key, points, allowed: true, remaining: verdict.remainingPoints });
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {
+        this.metrics.rateLimitRefusal(dimension);
+        if (this.logVerdicts) this.logger.debug('rate limit verdict', { limit: name, key, points, allowed: false, remaining: rejection.remainingPoints, retryAfterMs: rejection.msBeforeNext });
         const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
         throw new ApiError('rate_limited', `too many requests; retry after ${retryAfterSeconds} s`, undefined, { 'Retry-After': String(retryAfterSeconds) });
       }
@@ -103,6 +116,7 @@ export function createRateLimits(
   logger: Logger,
   redisClient?: unknown,
   capabilities: ReadonlyArray<{ name: string; rateLimit?: LimitSpec | undefined }> = [],
+  metrics: Metrics = noMetrics,
 ): RateLimits {
   const make = (label: string, { points, durationSeconds }: LimitSpec): RateLimiterAbstract => {
     const base = { points, duration: durationSeconds, keyPrefix: `${config.REDIS_KEY_PREFIX}rl:${label}` };
@@ -112,5 +126,5 @@ export function createRateLimits(
   const limiters = Object.fromEntries(LIMIT_NAMES.map((n) => [n, make(n, specs[n])])) as Record<LimitName, RateLimiterAbstract>;
   const perCapability = new Map<string, RateLimiterAbstract>();
   for (const c of capabilities) if (c.rateLimit) perCapability.set(c.name, make(`cap:${c.name}`, c.rateLimit));
-  return new RateLimits(limiters, logger, perCapability, redisClient ? redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS) : undefined);
+  return new RateLimits(limiters, logger, perCapability, redisClient ? redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS) : undefined, metrics);
 }

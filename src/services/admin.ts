@@ -3,6 +3,7 @@
 // which operators are loaded, and the test hooks that move an agent's clocks.
 import { basename } from 'node:path';
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
+import type { AuditBy } from '../domain/audit.ts';
 import { validateConstraints } from '../domain/constraints.ts';
 import { activationClocks, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, GrantRecord, HostRecord } from '../domain/types.ts';
@@ -41,10 +42,12 @@ export async function preRegisterHost(deps: ServiceDeps, request: PreRegisterHos
     updatedAtMs: nowMs,
     activatedAtMs: nowMs,
   });
+  const byAdmin = { actor: 'admin', via: 'admin_api' } as const;
+  if (created) deps.audit.record({ type: 'host.registered', ...byAdmin, host_id: host.id, person_id: request.userId, outcome: host.status, default_capabilities: request.defaultCapabilities });
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', 'this host key belongs to a revoked host');
   // Only a live host takes new defaults; a revoked one is refused by linkHost just below.
   if (!created) await deps.store.updateHost(host.id, { defaultCapabilities: request.defaultCapabilities, updatedAtMs: nowMs }, ['pending', 'active']);
-  return linkHost(deps, { ...host, defaultCapabilities: request.defaultCapabilities }, request.userId);
+  return linkHost(deps, { ...host, defaultCapabilities: request.defaultCapabilities }, request.userId, byAdmin);
 }
 
 /** What a person (or the admin acting for one) decided about an agent's open approval. */
@@ -56,7 +59,11 @@ export interface ApprovalDecision {
   userCode?: string | undefined;
   /** The approval the approver was shown (the approval page): when given, it must be the open one. */
   approvalId?: string | undefined;
+  /** Who decides, for the audit trail; default: the admin API (acting for `userId`). */
+  by?: AuditBy | undefined;
 }
+
+const ADMIN_API: AuditBy = { actor: 'admin', via: 'admin_api' };
 
 /**
  * Approves what the agent's open approval waits on: its registration and/or exactly the grant ids
@@ -70,11 +77,14 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
   if (!host) throw new ApiError('host_not_found', "the agent's host does not exist");
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   const nowMs = deps.clock.nowMs();
-  const snapshot = await transitionAgent(deps.store, agentId, (current) => approvalChange(deps, current, decision, nowMs));
+  const by = { ...(decision.by ?? ADMIN_API), person_id: decision.userId };
+  let decided: AgentChange | null = null;
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => (decided = approvalChange(deps, current, decision, nowMs)));
+  recordDecision(deps, 'approval.approved', snapshot, decided, by);
   await releasePendingSlot(deps, snapshot);
   if (host.status === 'pending' || (snapshot.agent.mode === 'delegated' && host.userId === undefined)) {
-    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, decision.userId);
-    else await activateHost(deps, host);
+    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, decision.userId, by);
+    else await activateHost(deps, host, by);
   }
   return (await deps.store.getAgent(agentId)) ?? snapshot;
 }
@@ -82,9 +92,21 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
 /** Denies what the agent's open approval waits on: a pending agent becomes rejected, its grants denied. */
 export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Omit<ApprovalDecision, 'capabilities'>) {
   const nowMs = deps.clock.nowMs();
-  const snapshot = await transitionAgent(deps.store, agentId, (current) => denialChange(deps.userCodes, current, decision, nowMs));
+  let decided: AgentChange | null = null;
+  const snapshot = await transitionAgent(deps.store, agentId, (current) => (decided = denialChange(deps.userCodes, current, decision, nowMs)));
+  recordDecision(deps, 'approval.denied', snapshot, decided, { ...(decision.by ?? ADMIN_API), person_id: decision.userId });
   await releasePendingSlot(deps, snapshot);
   return snapshot;
+}
+
+/** An approval decided: what became active and what denied, and whether the agent itself waited. */
+function recordDecision(deps: ServiceDeps, type: 'approval.approved' | 'approval.denied', after: AgentSnapshot, change: AgentChange | null, by: AuditBy): void {
+  const grants = change?.upsertGrants ?? [];
+  deps.audit.record({
+    type, ...by, agent_id: after.agent.id, host_id: after.agent.hostId, outcome: after.agent.status,
+    approved: grants.filter((g) => g.status === 'active').map((g) => g.capability),
+    denied: grants.filter((g) => g.status === 'denied').map((g) => g.capability),
+  });
 }
 
 
@@ -150,6 +172,7 @@ export async function expireAgent(deps: ServiceDeps, agentId: string) {
   const nowMs = deps.clock.nowMs();
   const snapshot = await transitionAgent(deps.store, agentId, () => ({ sessionExpiresAtMs: nowMs - 1, set: { updatedAtMs: nowMs } }));
   deps.keys.invalidate(agentId);
+  deps.audit.record({ type: 'agent.expired', ...ADMIN_API, agent_id: agentId, host_id: snapshot.agent.hostId });
   return snapshot;
 }
 
@@ -163,6 +186,7 @@ export async function exceedAbsoluteLifetime(deps: ServiceDeps, agentId: string)
 export async function revokeAgent(deps: ServiceDeps, agentId: string): Promise<AgentSnapshot> {
   const snapshot = await revokeAgentById(deps, agentId);
   deps.logger.info('agent revoked by the admin', { agentId, hostId: snapshot.agent.hostId });
+  deps.audit.record({ type: 'agent.revoked', ...ADMIN_API, agent_id: agentId, host_id: snapshot.agent.hostId });
   return snapshot;
 }
 

@@ -2,13 +2,14 @@
 // revoke (§4.7), rotate-key (§4.8), request-capability (§4.4) and revoke-capability (Docs).
 import { identifyCaller } from '../auth/caller.ts';
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
+import type { VerifiedAgent } from '../auth/agent-auth.ts';
 import type { VerifiedHost } from '../auth/host-auth.ts';
 import { grantCovers } from '../domain/constraints.ts';
 import { historyAfterReactivation, pruneHistory } from '../domain/grant-history.ts';
 import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, statusRefusal } from '../domain/lifecycle.ts';
 import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, isApiError } from '../errors.ts';
 import { indexOpenApproval, newApproval, withoutGrants } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
@@ -78,6 +79,7 @@ export async function newDeviceCode(deps: ServiceDeps, token: string | null, age
     return { set: { approval: newApproval(pendingIds, nowMs, deps.config), updatedAtMs: nowMs } };
   });
   await indexOpenApproval(deps, snapshot);
+  deps.audit.record({ type: 'approval.renewed', actor: 'host', agent_id: agentId, host_id: snapshot.agent.hostId, approval_id: snapshot.agent.approval!.id });
   return { snapshot, approval: snapshot.agent.approval! };
 }
 
@@ -88,21 +90,34 @@ export async function reactivateAgent(deps: ServiceDeps, token: string | null, a
   await ownedAgent(deps, verified, agentId);
   const host = verified.host!;
   let absoluteElapsed = false;
+  let change: ReturnType<typeof reactivationChange> | ReturnType<typeof revokeChange> | null = null;
   const result = await transitionAgent(deps.store, agentId, (snapshot) => {
     assertOwner(verified, snapshot);
     const nowMs = deps.clock.nowMs();
     const effective = effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, nowMs);
+    change = null;
     if (effective.status === 'active') return null;
     if (effective.because === 'absolute_lifetime') {
       absoluteElapsed = true;
-      return snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, nowMs);
+      change = snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, nowMs);
+      return change;
     }
     if (effective.status !== 'expired') throw statusRefusal(effective)!;
-    return reactivationChange(deps, host, snapshot, nowMs);
+    change = reactivationChange(deps, host, snapshot, nowMs);
+    return change;
   });
+  const made = change as ReturnType<typeof reactivationChange> | ReturnType<typeof revokeChange> | null;
   if (absoluteElapsed) {
+    if (made) deps.audit.record({ type: 'agent.revoked', actor: 'system', agent_id: agentId, host_id: host.id, reason: 'absolute_lifetime' });
     await forgetCachedKeyEverywhere(deps, agentId);
     throw statusRefusal({ status: 'revoked', because: 'absolute_lifetime' })!;
+  }
+  if (made && 'replaceGrants' in made) {
+    deps.audit.record({
+      type: 'agent.reactivated', actor: 'host', agent_id: agentId, host_id: host.id, person_id: result.agent.userId, outcome: result.agent.status,
+      granted: made.replaceGrants.filter((g) => g.status === 'active').map((g) => g.capability),
+      pending: made.replaceGrants.filter((g) => g.status === 'pending').map((g) => g.capability),
+    });
   }
   await indexOpenApproval(deps, result);
   return result;
@@ -162,6 +177,7 @@ export async function revokeAgent(deps: ServiceDeps, token: string | null, agent
   await ownedAgent(deps, verified, agentId);
   const result = await revokeAgentById(deps, agentId, (snapshot) => assertOwner(verified, snapshot));
   deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
+  deps.audit.record({ type: 'agent.revoked', actor: 'host', agent_id: agentId, host_id: result.agent.hostId });
   return result;
 }
 
@@ -219,6 +235,7 @@ export async function rotateAgentKey(deps: ServiceDeps, token: string | null, ag
   // index naming this agent, which only makes that key answer agent_exists: safe.
   if (replaced !== null) await deps.store.releaseAgentKey(hostId, agentId, replaced);
   await forgetCachedKeyEverywhere(deps, agentId);
+  if (replaced !== null) deps.audit.record({ type: 'agent.key_rotated', actor: 'host', agent_id: agentId, host_id: hostId, key_version: result.agent.keyVersion });
   return result;
 }
 
@@ -245,8 +262,29 @@ const isOpen = (approval: ApprovalRecord | undefined, nowMs: number): approval i
 export async function requestCapabilities(
   deps: ServiceDeps, token: string | null, requested: RequestedCapability[], reason: string | undefined,
 ): Promise<CapabilityRequestResult> {
+  const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
+  // Recorded once the agent is known, whatever the answer: the request is an attempt to gain authority.
+  const { agent } = verified.snapshot;
+  const event = {
+    type: 'capability.requested', actor: 'agent', agent_id: agent.id, host_id: agent.hostId, person_id: agent.userId,
+    capabilities: dedupeRequests(requested).map((r) => r.name),
+  } as const;
+  try {
+    const result = await decideCapabilityRequest(deps, verified, requested, reason);
+    const granted = result.grants.filter((g) => g.status === 'active').map((g) => g.capability);
+    const pending = result.grants.filter((g) => g.status === 'pending').map((g) => g.capability);
+    deps.audit.record({ ...event, outcome: pending.length > 0 ? 'pending' : 'granted', granted, pending });
+    return result;
+  } catch (err) {
+    deps.audit.record({ ...event, outcome: 'refused', code: isApiError(err) ? err.code : 'internal_error' });
+    throw err;
+  }
+}
+
+async function decideCapabilityRequest(
+  deps: ServiceDeps, verified: VerifiedAgent, requested: RequestedCapability[], reason: string | undefined,
+): Promise<CapabilityRequestResult> {
   const { config, clock, store } = deps;
-  const verified = await deps.agentAuth.verify(token, { audiences: [config.issuer], consumeJti: true });
   const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, clock.nowMs());
   if (refusal) throw refusal;
   const requests = dedupeRequests(requested);
@@ -329,5 +367,11 @@ export async function revokeCapabilities(
     const approvalChange = approval && withdrawn.size > 0 ? { approval: withoutGrants(approval, withdrawn, current.agent.status === 'pending') } : {};
     return { upsertGrants: revoked, set: { updatedAtMs: nowMs, ...approvalChange } };
   });
+  if (revoked.length > 0) {
+    deps.audit.record({
+      type: 'grant.revoked', actor: caller.kind, agent_id: agentId, host_id: snapshot.agent.hostId,
+      capabilities: [...new Set(revoked.map((g) => g.capability))], grant_ids: revoked.map((g) => g.id),
+    });
+  }
   return { snapshot, revoked };
 }

@@ -6,7 +6,8 @@
 import { BATCH_ITEM_CONCURRENCY, batchCallId, forEachBounded } from '../domain/batch.ts';
 import { ApiError, isApiError, type ErrorCode } from '../errors.ts';
 import type { ServiceDeps } from './deps.ts';
-import { authenticateCalls, executeCall } from './execute.ts';
+import { recordRefusedWhole, type AuditedCaller } from './execute-audit.ts';
+import { auditedCall, authenticateCalls, type AuthenticatedCalls } from './execute.ts';
 
 /** One call as the body carries it (zod has bounded it). */
 export interface BatchCallRequest {
@@ -39,14 +40,23 @@ export async function executeBatch(
   deps: ServiceDeps, token: string | null, requests: readonly BatchCallRequest[], requestId?: string,
 ): Promise<BatchCallOutcome[]> {
   const callCapabilities = requests.map((request) => request.capability);
-  const authenticated = await authenticateCalls(deps, token, [...new Set(callCapabilities)], callCapabilities, 'batch');
+  const caller: AuditedCaller = {};
+  let authenticated: AuthenticatedCalls;
+  try {
+    authenticated = await authenticateCalls(deps, token, [...new Set(callCapabilities)], callCapabilities, 'batch', caller);
+  } catch (err) {
+    // Refused whole: one event for the batch (each item's own event comes only once it is judged).
+    recordRefusedWhole(deps, caller, err, { request_id: requestId, batch: true, calls: requests.length });
+    throw err;
+  }
   const outcomes = new Array<BatchCallOutcome>(requests.length);
   await forEachBounded(requests.length, BATCH_ITEM_CONCURRENCY, async (index) => {
     const request = requests[index]!;
     const id = batchCallId(request.id, index);
     const call = { capability: request.capability, arguments: request.arguments ?? {} };
     try {
-      const data = await executeCall(deps, authenticated, call, authenticated.capabilityPoints[index] ?? null);
+      const context = { request_id: requestId, batch: true, call_id: id };
+      const data = await auditedCall(deps, authenticated, call, authenticated.capabilityPoints[index] ?? null, context);
       outcomes[index] = { id, status: 'completed', data };
     } catch (err) {
       outcomes[index] = { id, status: 'failed', error: callError(deps, err, request.capability, authenticated.agent.id, requestId) };

@@ -14,6 +14,9 @@ import type { AgentSnapshot } from '../domain/types.ts';
 import type { Logger } from '../logger.ts';
 import type { ServiceDeps } from './deps.ts';
 
+/** What the clean-up needs; removals are recorded in the audit trail (actor `system`). */
+type CleanupDeps = Pick<ServiceDeps, 'store' | 'clock' | 'audit'>;
+
 /** Items looked at per kind and run: a long backlog is worked off over several runs, bounded each time. */
 const BATCH = 200;
 
@@ -23,12 +26,13 @@ export interface CleanupResult {
   approvalsRemoved: number;
 }
 
-export async function removeStalePending(deps: Pick<ServiceDeps, 'store' | 'clock'>, maxAgeMs: number): Promise<CleanupResult> {
+export async function removeStalePending(deps: CleanupDeps, maxAgeMs: number): Promise<CleanupResult> {
   const createdBeforeMs = deps.clock.nowMs() - maxAgeMs;
   let agentsRemoved = 0;
   for (const agentId of await deps.store.listStalePending('agent', createdBeforeMs, BATCH)) {
     if (await deps.store.removeStalePendingAgent(agentId, createdBeforeMs)) {
       agentsRemoved++;
+      deps.audit.record({ type: 'agent.removed', actor: 'system', agent_id: agentId, reason: 'pending_too_long' });
       continue;
     }
     // Not removed: decided meanwhile (its index entry is stale), or another instance won.
@@ -39,6 +43,7 @@ export async function removeStalePending(deps: Pick<ServiceDeps, 'store' | 'cloc
   for (const hostId of await deps.store.listStalePending('host', createdBeforeMs, BATCH)) {
     if (await deps.store.removeStalePendingHost(hostId, createdBeforeMs)) {
       hostsRemoved++;
+      deps.audit.record({ type: 'host.removed', actor: 'system', host_id: hostId, reason: 'pending_too_long' });
       continue;
     }
     const host = await deps.store.getHost(hostId);
@@ -47,7 +52,7 @@ export async function removeStalePending(deps: Pick<ServiceDeps, 'store' | 'cloc
   return { agentsRemoved, hostsRemoved, approvalsRemoved: await removeLapsedApprovals(deps) };
 }
 
-async function removeLapsedApprovals(deps: Pick<ServiceDeps, 'store' | 'clock'>): Promise<number> {
+async function removeLapsedApprovals(deps: CleanupDeps): Promise<number> {
   const nowMs = deps.clock.nowMs();
   let removed = 0;
   for (const agentId of await deps.store.listStalePending('approval', nowMs, BATCH)) {
@@ -60,6 +65,7 @@ async function removeLapsedApprovals(deps: Pick<ServiceDeps, 'store' | 'clock'>)
       // Lost to another instance or to a concurrent change: the next run looks again.
       if (!result.ok) continue;
       removed++;
+      deps.audit.record({ type: 'approval.lapsed', actor: 'system', agent_id: agentId, host_id: snapshot.agent.hostId, approval_id: approval.id });
     }
     await deps.store.untrackPending('approval', agentId);
   }
@@ -76,7 +82,7 @@ function withoutLapsedApproval(snapshot: AgentSnapshot, nowMs: number) {
 }
 
 /** Runs the clean-up every `intervalMs` (never overlapping itself); answers a function that stops it. */
-export function scheduleCleanup(deps: Pick<ServiceDeps, 'store' | 'clock'>, intervalMs: number, maxAgeMs: number, logger: Logger): () => void {
+export function scheduleCleanup(deps: CleanupDeps, intervalMs: number, maxAgeMs: number, logger: Logger): () => void {
   let running = false;
   const timer = setInterval(() => {
     if (running) return;

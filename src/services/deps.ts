@@ -13,6 +13,7 @@ import type { ReloadOutcome } from '../policy/reloader.ts';
 import type { PolicyEngine } from '../policy/types.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
+import type { AuditLog } from './audit-log.ts';
 import type { UserCodes } from './user-codes.ts';
 
 export interface ServiceDeps {
@@ -36,4 +37,6 @@ export interface ServiceDeps {
   /** Re-imports the operator plugins and swaps the registry's plugin set (admin call). */
   reloadOperators?: () => Promise<string[]>;
   logger: Logger;
+  /** The audit trail's writer: services record what creates, changes or uses authority. */
+  audit: AuditLog;
 }

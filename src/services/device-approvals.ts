@@ -123,7 +123,7 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
       && decision.capabilities.includes(g.capability) && deps.catalog.get(g.capability)?.approval_strength === 'presence');
     if (needsPresence) await verifyPresence(deps, session, decision.approvalId, decision.webauthnResponse);
   }
-  const asPerson = { userId: person.personId, approvalId: decision.approvalId };
+  const asPerson = { userId: person.personId, approvalId: decision.approvalId, by: { actor: 'person', via: 'approval_page' } as const };
   const after = decision.verdict === 'approve'
     ? await approveAgent(deps, decision.agentId, { ...asPerson, capabilities: decision.capabilities })
     : await denyAgent(deps, decision.agentId, asPerson);

@@ -16,6 +16,7 @@ import type { Violation } from '../policy/types.ts';
 import type { ExecuteRoundTripResult } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
+import { recordCallAllowed, recordCallRefused, recordRefusedWhole, type AuditedCaller, type CallContext } from './execute-audit.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 
 export interface ExecuteRequest {
@@ -44,10 +45,17 @@ export interface AuthenticatedCalls {
  * POST /capability/execute: authentication for its one capability, then the call. Its capability
  * budget's verdict was read with the agent's and host's (step 6), so the call has none left to read.
  */
-export async function executeCapability(deps: ServiceDeps, token: string | null, request: ExecuteRequest): Promise<unknown> {
+export async function executeCapability(deps: ServiceDeps, token: string | null, request: ExecuteRequest, requestId?: string): Promise<unknown> {
   const names = [request.capability];
-  const authenticated = await authenticateCalls(deps, token, names, names, 'execute');
-  return executeCall(deps, authenticated, request, null);
+  const caller: AuditedCaller = {};
+  let authenticated: AuthenticatedCalls;
+  try {
+    authenticated = await authenticateCalls(deps, token, names, names, 'execute', caller);
+  } catch (err) {
+    recordRefusedWhole(deps, caller, err, { capability: request.capability, request_id: requestId });
+    throw err;
+  }
+  return auditedCall(deps, authenticated, request, null, { request_id: requestId });
 }
 
 /**
@@ -55,10 +63,12 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
  * capability in order (each call spends one point of the agent's and the host's budgets, and one
  * of its capability's own); `capabilities` are the distinct names among them, whose grants the
  * round trip returns. Refuses the whole request for identity, replay, lifecycle and the agent's or
- * host's budget; in a batch, never for what concerns one call alone.
+ * host's budget; in a batch, never for what concerns one call alone. `caller` learns the agent
+ * and host once the signature verified, so a refusal after that point is recorded as theirs.
  */
 export async function authenticateCalls(
   deps: ServiceDeps, token: string | null, capabilities: readonly string[], callCapabilities: readonly string[], endpoint: 'execute' | 'batch',
+  caller: AuditedCaller = {},
 ): Promise<AuthenticatedCalls> {
   const { config, clock, store } = deps;
   // Step 2: typ, claims and time rules need no key and no I/O.
@@ -66,6 +76,8 @@ export async function authenticateCalls(
   const { agentId } = unverified;
   // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
   let key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
+  caller.agentId = agentId;
+  caller.hostId = key.hostId;
   // Step 4: one round trip confirms the key version, records the jti, extends the session.
   const jtiTtlMs = deps.agentAuth.jtiTtlMs();
   const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
@@ -92,6 +104,9 @@ export async function authenticateCalls(
   let grants: GrantRecord[];
   let nowMs: number;
   try {
+    // Audit events waiting in this instance's queue are appended here, in the round trip's tick,
+    // so auto-pipelining carries them with it (services/audit-log.ts): no round trip of their own.
+    deps.audit.flushNow();
     let result: ExecuteRoundTripResult = await roundTrip(key);
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
@@ -130,6 +145,45 @@ export async function authenticateCalls(
 export async function executeCall(
   deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
 ): Promise<unknown> {
+  return runDecidedCall(deps, authenticated, await decideCall(deps, authenticated, request, capabilityPoint));
+}
+
+/**
+ * executeCall, recorded in the audit trail: `execute.refused` with the code of a refusal in steps
+ * 6–8, else `execute.allowed` with the outcome of running it (completed, or failed and its code).
+ */
+export async function auditedCall(
+  deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null, context: CallContext,
+): Promise<unknown> {
+  let allowed: AllowedCall;
+  try {
+    allowed = await decideCall(deps, authenticated, request, capabilityPoint);
+  } catch (err) {
+    recordCallRefused(deps, authenticated.agent, request.capability, err, context);
+    throw err;
+  }
+  try {
+    const data = await runDecidedCall(deps, authenticated, allowed);
+    recordCallAllowed(deps, authenticated.agent, allowed.grantId, request.capability, null, context);
+    return data;
+  } catch (err) {
+    recordCallAllowed(deps, authenticated.agent, allowed.grantId, request.capability, err, context);
+    throw err;
+  }
+}
+
+/** What steps 6–8 allowed: the call may run. */
+export interface AllowedCall {
+  capability: Capability;
+  arguments: Record<string, unknown>;
+  /** The grant the policy named (else the first active one). */
+  grantId: string;
+}
+
+/** Steps 6–8 for one call: a refusal throws; an allowed call is returned to run. */
+export async function decideCall(
+  deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
+): Promise<AllowedCall> {
   const { agent, grants, nowMs, capabilityClaim } = authenticated;
   if (capabilityPoint) await capabilityPoint;
   // Step 7: the JWT's capabilities claim, the catalog, then the grant.
@@ -159,10 +213,16 @@ export async function executeCall(
     }
     throw new ApiError('capability_not_granted', decision.reason ?? 'the policy refused this call');
   }
-  // Step 9: run the handler.
+  return { capability, arguments: args, grantId: decision.grant_id ?? active[0]!.id };
+}
+
+/** Step 9: run the handler of an allowed call. */
+export async function runDecidedCall(deps: ServiceDeps, authenticated: AuthenticatedCalls, call: AllowedCall): Promise<unknown> {
+  const { agent } = authenticated;
+  const { capability } = call;
   try {
     return await deps.runCapability(capability, {
-      agentId: agent.id, hostId: agent.hostId, userId: agent.userId, grantId: decision.grant_id ?? active[0]!.id, arguments: args,
+      agentId: agent.id, hostId: agent.hostId, userId: agent.userId, grantId: call.grantId, arguments: call.arguments,
     });
   } catch (err) {
     if (err instanceof CapabilityBackendError) {
@@ -264,7 +324,8 @@ function persistAbsoluteRevocation(deps: ServiceDeps, agent: AgentRecord): void 
     const snapshot = await deps.store.getAgent(agent.id);
     if (!snapshot || snapshot.agent.status === 'revoked') return;
     if (effectiveStatus(snapshot.agent, snapshot.sessionExpiresAtMs, deps.clock.nowMs()).because !== 'absolute_lifetime') return;
-    await deps.store.casAgent(agent.id, snapshot.agent.version, revokeChange(snapshot, deps.clock.nowMs()));
+    const result = await deps.store.casAgent(agent.id, snapshot.agent.version, revokeChange(snapshot, deps.clock.nowMs()));
+    if (result.ok) deps.audit.record({ type: 'agent.revoked', actor: 'system', agent_id: agent.id, host_id: agent.hostId, reason: 'absolute_lifetime' });
     await forgetCachedKeyEverywhere(deps, agent.id);
   })().catch((err: unknown) => deps.logger.warn('could not persist absolute-lifetime revocation', { agentId: agent.id, err }));
 }

@@ -1,6 +1,7 @@
 // Host operations (protocol §4.9, §4.10) and the cascades that copy a host's state into each of
 // its agents' records, so the execute hot path never reads another hash slot (DESIGN §2, §3).
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
+import type { AuditBy } from '../domain/audit.ts';
 import type { AgentSnapshot, HostRecord, HostStatus } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';
@@ -57,7 +58,7 @@ async function updateLiveHost(deps: ServiceDeps, hostId: string, patch: Paramete
 // Protocol §4.10: the host revokes itself; every agent is revoked with it. Registrations racing the
 // revocation are refused by the store's admission check (it reads the host's status in the step
 // that links the agent), so the cascade below sees every agent that got in.
-export async function revokeHost(deps: ServiceDeps, host: HostRecord): Promise<{ host: HostRecord; agentsRevoked: number }> {
+export async function revokeHost(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
   const nowMs = deps.clock.nowMs();
   const result = await deps.store.updateHost(host.id, { status: 'revoked', updatedAtMs: nowMs });
   if (!result) throw new ApiError('host_not_found', 'the host does not exist');
@@ -70,13 +71,14 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord): Promise<{
   });
   await deps.store.untrackPending('host', host.id);
   deps.logger.info('host revoked', { hostId: host.id, agentsRevoked });
+  deps.audit.record({ type: 'host.revoked', ...by, host_id: host.id, agents_revoked: agentsRevoked });
   return { host: updated, agentsRevoked };
 }
 
 export async function revokeHostByToken(deps: ServiceDeps, token: string | null) {
   // DESIGN §9: a pending host may register and poll status, nothing else (revoking itself included).
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
-  return revokeHost(deps, verified.host!);
+  return revokeHost(deps, verified.host!, { actor: 'host' });
 }
 
 // Protocol §4.9: signed with the current key; agents, grants and the user link stay with the host.
@@ -91,6 +93,7 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
   if (outcome === 'taken') throw new ApiError('invalid_request', 'another host already uses this key');
   if (outcome === 'conflict') throw new ApiError('conflict', 'the host key changed concurrently; retry');
   await cascadeToAgents(deps, host.id, (s) => (s.agent.hostThumbprint === thumbprint ? null : { set: { hostThumbprint: thumbprint } }));
+  deps.audit.record({ type: 'host.key_rotated', actor: 'host', host_id: host.id });
   const rotated = await deps.store.getHost(host.id);
   if (!rotated) throw new ApiError('host_not_found', 'the host does not exist');
   return rotated;
@@ -100,7 +103,7 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
  * Links a host to a user (protocol §7.4, §7.5): the host becomes active, its agents learn the new
  * host status, and its active autonomous agents are claimed (terminal, grants revoked).
  */
-export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string): Promise<HostRecord> {
+export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string, by: AuditBy): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
   const updated = await updateLiveHost(deps, host.id, {
     userId, status: 'active', updatedAtMs: nowMs, ...(host.activatedAtMs === undefined ? { activatedAtMs: nowMs } : {}),
@@ -124,14 +127,16 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
   // people still see what was theirs).
   await deps.store.addPersonHost(userId, host.id);
   deps.logger.info('host linked to a user', { hostId: host.id, userId, agentsTouched: claimed });
+  deps.audit.record({ type: 'host.linked', ...by, host_id: host.id, person_id: userId, agents_changed: claimed });
   return updated;
 }
 
 /** Marks a pending host active without linking it, and tells its agents. */
-export async function activateHost(deps: ServiceDeps, host: HostRecord): Promise<HostRecord> {
+export async function activateHost(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
   const updated = await updateLiveHost(deps, host.id, { status: 'active', updatedAtMs: nowMs, activatedAtMs: nowMs });
   await cascadeToAgents(deps, host.id, (s) => (s.agent.hostStatus !== 'pending' ? null : { set: { hostStatus: 'active' } }));
   await deps.store.untrackPending('host', host.id);
+  deps.audit.record({ type: 'host.activated', ...by, host_id: host.id });
   return updated;
 }

@@ -170,7 +170,7 @@ export async function decideMyApproval(deps: PeopleApiDeps, session: PersonSessi
   const person = decidingPerson(deps, session);
   const approval = (await myApprovals(deps, person.personId)).find((a) => a.approvalId === approvalId);
   if (!approval) throw noSuchApproval();
-  const asPerson = { userId: person.personId, approvalId };
+  const asPerson = { userId: person.personId, approvalId, by: { actor: 'person', via: 'people_api' } as const };
   if (decision.verdict === 'deny') return denyAgent(deps, approval.agent.id, asPerson);
   const offered = new Map(approval.requested.map((r) => [r.capability, r]));
   const chosen = decision.capabilities ?? [...offered.keys()];
@@ -232,6 +232,10 @@ export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession
     return { replaceGrants: pruneHistory([...current.grants, grant]), set: { updatedAtMs: nowMs } };
   });
   deps.logger.info('capability granted by a person', { agentId, capability: request.capability, personId: person.personId, grantId: grant!.id });
+  deps.audit.record({
+    type: 'grant.granted', actor: 'person', via: 'people_api', person_id: person.personId, agent_id: agentId, host_id: host.id,
+    capability: request.capability, grant_id: grant!.id, outcome: 'active',
+  });
   return { snapshot: after, grant: grant! };
 }
 
@@ -245,6 +249,7 @@ export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId
   await forgetCachedKeyEverywhere(deps, agentId);
   await releasePendingSlot(deps, result);
   deps.logger.info('agent revoked by a person', { agentId, personId });
+  deps.audit.record({ type: 'agent.revoked', actor: 'person', via: 'people_api', person_id: personId, agent_id: agentId, host_id: result.agent.hostId });
   return result;
 }
 
@@ -256,11 +261,14 @@ export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId
 export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId: string, grantId: string): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
   await myAgent(deps, personId, agentId);
   let grant: GrantRecord | undefined;
+  let changed = false;
   const snapshot = await transitionAgent(deps.store, agentId, (current) => {
     const found = current.grants.find((g) => g.id === grantId);
     if (!found) throw noSuchGrant();
     grant = found;
+    changed = false;
     if (found.status !== 'active' && found.status !== 'pending') return null;
+    changed = true;
     const nowMs = deps.clock.nowMs();
     grant = { ...found, status: 'revoked', updatedAtMs: nowMs };
     const approval = current.agent.approval;
@@ -270,12 +278,18 @@ export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId
     return { upsertGrants: [grant], set: { updatedAtMs: nowMs, ...approvalChange } };
   });
   deps.logger.info('grant revoked by a person', { agentId, grantId, personId });
+  if (changed) {
+    deps.audit.record({
+      type: 'grant.revoked', actor: 'person', via: 'people_api', person_id: personId, agent_id: agentId, host_id: snapshot.agent.hostId,
+      capability: grant!.capability, grant_ids: [grantId],
+    });
+  }
   return { snapshot, grant: grant! };
 }
 
 /** Revokes one of my hosts and, with it, every agent it has (protocol §4.10's effect). */
 export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: string) {
-  return revokeHost(deps, await myHost(deps, personId, hostId));
+  return revokeHost(deps, await myHost(deps, personId, hostId), { actor: 'person', via: 'people_api', person_id: personId });
 }
 
 /**
@@ -301,6 +315,7 @@ export async function unlinkMyHost(deps: ServiceDeps, personId: string, hostId: 
   await deps.store.removePersonHost(personId, host.id);
   agentsRevoked += await revokeDelegatedAgents(deps, host.id, personId);
   deps.logger.info('host unlinked by its person', { hostId: host.id, personId, agentsRevoked });
+  deps.audit.record({ type: 'host.unlinked', actor: 'person', via: 'people_api', person_id: personId, host_id: host.id, agents_revoked: agentsRevoked });
   return { host: result.host, agentsRevoked };
 }
 

@@ -68,6 +68,12 @@ export async function registerAgent(deps: ServiceDeps, token: string | null, req
     });
     if (created.created) {
       deps.logger.info('agent registered', { agentId: snapshot.agent.id, hostId: host.id, mode, status: snapshot.agent.status });
+      const { agent, grants } = created.snapshot;
+      deps.audit.record({
+        type: 'agent.registered', actor: 'host', agent_id: agent.id, host_id: host.id, person_id: agent.userId, mode, outcome: agent.status,
+        granted: grants.filter((g) => g.status === 'active').map((g) => g.capability),
+        pending: grants.filter((g) => g.status === 'pending').map((g) => g.capability),
+      });
       await indexOpenApproval(deps, created.snapshot);
       if (created.snapshot.agent.status === 'pending') await store.trackPending('agent', snapshot.agent.id, nowMs);
       return created.snapshot;
@@ -159,7 +165,10 @@ async function createDynamicHost(
     updatedAtMs: nowMs,
     ...(status === 'active' ? { activatedAtMs: nowMs } : {}),
   });
-  if (created) deps.logger.info('host registered dynamically', { hostId: host.id, status });
+  if (created) {
+    deps.logger.info('host registered dynamically', { hostId: host.id, status });
+    deps.audit.record({ type: 'host.registered', actor: 'host', host_id: host.id, outcome: status, dynamic: true });
+  }
   if (created && status === 'pending') await deps.store.trackPending('host', host.id, nowMs);
   return host;
 }

@@ -8,6 +8,7 @@ import type {
   HostRecord,
   HostStatus,
 } from '../domain/types.ts';
+import type { AuditEvent, AuditRecord } from '../domain/audit.ts';
 import type { AgentPatch, HostPatch } from './records.ts';
 
 // The patch types are derived from the record tables in records.ts (one list of each record's fields).
@@ -87,6 +88,18 @@ export type CreateAgentResult =
   | { created: true; snapshot: AgentSnapshot }
   | { created: false; reason: 'exists'; existingAgentId: string }
   | { created: false; reason: 'host_changed' | 'too_many_agents' | 'too_many_pending' };
+
+/** At most this many audit events in one read or one forwarding claim. */
+export const MAX_AUDIT_READ = 1000;
+
+/** What an audit forwarder asks for (issue 17 point 3): a batch of events to deliver, its own or abandoned. */
+export interface AuditClaim {
+  /** This forwarder's name, unique per process. */
+  consumer: string;
+  count: number;
+  /** Events another forwarder has held this long without acknowledging them are taken over. */
+  reclaimIdleMs: number;
+}
 
 export interface Store {
   readonly kind: 'memory' | 'redis';
@@ -215,6 +228,37 @@ export interface Store {
   /** A person's own record (JSON: passkeys and the like), or null. */
   loadPerson(personId: string): Promise<string | null>;
   savePerson(personId: string, json: string): Promise<void>;
+
+  // ---- audit trail (issue 17 point 3) -----------------------------------------------------------
+  /**
+   * Appends events, oldest first, keeping about the newest `maxEvents` (Redis trims approximately:
+   * never fewer, at most about one stream node more). Every write is issued before the method
+   * first awaits, so a caller in the same tick as executeRoundTrip shares its pipeline. Each event
+   * gets an id `<ms>-<sequence>` that orders the trail. Settles once every write has; the result
+   * says, per event, whether it was written.
+   */
+  appendAuditEvents(records: readonly AuditRecord[], maxEvents: number): Promise<boolean[]>;
+  /** Up to `count` events, newest first, strictly older than the id `beforeId` (null: from the newest). */
+  readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]>;
+  /**
+   * Hands a forwarder up to `count` events to deliver: first any that another forwarder (or this
+   * one before a restart) held for `reclaimIdleMs` without acknowledging, else events no forwarder
+   * was given yet, oldest first. Every event is given to one forwarder at a time; it stays that
+   * forwarder's until acknowledged, renewed or taken over.
+   */
+  claimAuditEvents(claim: AuditClaim): Promise<AuditEvent[]>;
+  /** Delivered: these events are never handed out again. */
+  acknowledgeAuditEvents(ids: readonly string[]): Promise<void>;
+  /** Restarts the idle clock of those of `ids` still held by `consumer`; answers those ids. */
+  renewAuditClaims(consumer: string, ids: readonly string[]): Promise<string[]>;
+  /** Gives back those of `ids` still held by `consumer`, so any forwarder may claim them at once. */
+  releaseAuditClaims(consumer: string, ids: readonly string[]): Promise<void>;
+  /**
+   * Forgets up to 100 forwarders that hold nothing and were not seen for `idleMs` (instances that
+   * restarted under new names), so the registry of forwarders stays small; answers how many. Never
+   * loses an event a forwarder holds. The memory store keeps no registry: always 0.
+   */
+  forgetIdleAuditConsumers(idleMs: number): Promise<number>;
 
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;

@@ -4,7 +4,8 @@
 // counting proxy (test/support/redis-proxy.ts), and a batch of 10 must send one execute script
 // (naming every capability the items name) and the agent's and host's budgets (one command each,
 // spending 10 points), plus one command per item whose capability has a budget of its own, all in
-// one pipeline, and nothing else. Redis standalone.
+// one pipeline, and nothing else. Redis standalone. The audit trail is off here, so the counts are
+// the hot path's own (execute.audit-round-trips.test.ts measures them with it on).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, type HttpResult } from '../support/client.ts';
 import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
@@ -22,6 +23,7 @@ beforeAll(async () => {
   server = await startTestServer({
     store: 'redis',
     redisUrl: proxy.url,
+    env: { AUDIT_ENABLED: 'false' },
     capabilities: [
       { name: 'echo', description: 'echo', input: { type: 'object' }, handler: { type: 'echo' } },
       { name: 'transfer_money', description: 'constrained', input: { type: 'object', properties: { amount: { type: 'number' }, currency: { type: 'string' } } }, handler: { type: 'echo' } },

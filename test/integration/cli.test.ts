@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { calculateJwkThumbprint } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -69,6 +69,10 @@ describe('the agentgate command-line tool', () => {
     await server?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
+  // The tool signs with the wall clock; the test server's clock is a manual one that stands still.
+  // Each test starts with the two agreeing, so a file that runs longer than the clock skew (30 s)
+  // does not see its tokens refused as issued in the future.
+  beforeEach(() => server.clock.set(Date.now()));
 
   /** A new key pair in `dir` under `name`, made with the tool. */
   const keygen = async (name: string) => {
@@ -483,10 +487,9 @@ describe('the agentgate command-line tool', () => {
       }
     });
 
-    // GET /admin/audit is being built right after this tool (docs/cli.md); turn `it.todo` into
-    // `it` once it exists. It runs the command against the real endpoint and its contract:
+    // The command against the real endpoint (GET /admin/audit) and its contract:
     // {events: [{id, at, type, agent_id?, host_id?, outcome?, code?, ...}], next_cursor}.
-    it.todo('tails and follows the audit trail of the real endpoint, filtered by agent', async () => {
+    it('tails and follows the audit trail of the real endpoint, filtered by agent', async () => {
       const registered = await registerPending('audited', ['echo']);
       expect((await cli('agents', 'approve', registered.agent_id, '--user-id', 'admin:alice')).code).toBe(0);
       expect((await cli('execute', '--agent-key', 'audited-agent.private.jwk.json', '--agent-id', registered.agent_id, 'echo')).code).toBe(0);

@@ -4,7 +4,9 @@
 // allowed execute must send the execute script and the rate limiter's commands (the agent's and
 // the host's budgets, and the capability's when the catalog gives it one) in one pipeline, and
 // nothing else. Redis standalone; on a Redis Cluster the budgets' keys live in other slots, so
-// their commands go to their nodes in parallel with the script.
+// their commands go to their nodes in parallel with the script. The audit trail is off here, so
+// the counts are the hot path's own; execute.audit-round-trips.test.ts proves that with it on, its
+// appends ride in these same round trips.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
 import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
@@ -20,7 +22,7 @@ let c: Client;
 
 beforeAll(async () => {
   proxy = await startRedisProxy(await redisUrlForTests());
-  server = await startTestServer({ store: 'redis', redisUrl: proxy.url });
+  server = await startTestServer({ store: 'redis', redisUrl: proxy.url, env: { AUDIT_ENABLED: 'false' } });
   c = new Client(server);
 });
 afterAll(async () => {
@@ -89,6 +91,7 @@ describe('a capability with a budget of its own (catalog rateLimit)', () => {
     metered = await startTestServer({
       store: 'redis',
       redisUrl: proxy.url,
+      env: { AUDIT_ENABLED: 'false' },
       capabilities: [{ name: 'metered', description: 'has its own budget', input: { type: 'object' }, rateLimit: { points: 1000, durationSeconds: 60 }, handler: { type: 'echo' } }],
     });
     client = new Client(metered);

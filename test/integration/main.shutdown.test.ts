@@ -195,7 +195,7 @@ async function drainsUnderLoad(sendStop: (started: Started) => void): Promise<vo
   expect(await Promise.all(inFlight)).toEqual(Array(IN_FLIGHT).fill({ status: 200, connection: 'close' }));
   expect(await started.exited).toEqual({ code: 0, signal: null });
   expect(performance.now() - stoppedAt).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
-  expect(started.output()).toMatch(/"msg":"stopped","reason":"SIG(TERM|INT)","exitCode":0/);
+  expect(started.output()).toMatch(/"reason":"SIG(TERM|INT)","exitCode":0,"msg":"stopped"/);
   expect(groupAlive(started.child.pid!)).toBe(false);
   expect(await portIsFree(started.port)).toBe(true);
 }

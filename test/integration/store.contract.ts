@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
 import { MAX_ROUND_TRIP_CAPABILITIES, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type Store } from '../../src/store/store.ts';
+import { auditContract } from './store.audit-contract.ts';
 
 export interface StoreUnderTest {
   store: Store;
@@ -947,5 +948,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         await expect(store.ping()).resolves.toBeUndefined();
       });
     });
+
+    auditContract(() => subject);
   });
 }

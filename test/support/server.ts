@@ -6,13 +6,14 @@ import { buildApp, type App } from '../../src/app.ts';
 import { ManualClock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/catalog/catalog.ts';
-import { silentLogger } from '../../src/logger.ts';
+import { silentLogger, type Logger } from '../../src/logger.ts';
+import { createMetrics } from '../../src/metrics/metrics.ts';
 import { startOperators } from '../../src/operators/setup.ts';
 import { userCodesFor } from '../../src/services/user-codes.ts';
 import { createOidcSignIn } from '../../src/people/oidc-sign-in.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
-import { PolicyReloader } from '../../src/policy/reloader.ts';
+import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail, type AuditTrail } from '../../src/services/audit-trail.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import type { Store } from '../../src/store/store.ts';
@@ -42,6 +43,8 @@ export interface TestServerOptions {
   issuerHost?: '127.0.0.1' | 'localhost';
   /** A Redis key prefix shared with another test server (two instances on one Redis). */
   redisPrefix?: string;
+  /** Where every part of the server logs (default: nowhere). */
+  logger?: Logger;
 }
 
 export interface TestServer {
@@ -51,6 +54,8 @@ export interface TestServer {
   app: App;
   store: Store;
   catalog: Catalog;
+  /** The audit trail's writer and forwarder (closed, so flushed, by close()). */
+  audit: AuditTrail;
   close(): Promise<void>;
 }
 
@@ -80,12 +85,17 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...options.env,
   });
   const clock = new ManualClock(Date.now());
+  const logger = options.logger ?? silentLogger;
+  // Off unless the test's env sets METRICS_TOKEN or METRICS_PORT, as in production.
+  const metrics = createMetrics(config);
   let store: Store;
   let redisClient: unknown;
   let cleanupStore: () => Promise<void>;
   if (options.store === 'redis') {
     const url = options.redisUrl ?? (await redisUrlForTests());
-    const redisStore = await createRedisStore({ url, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS });
+    const redisStore = await createRedisStore({
+      url, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, onConnectionError: () => metrics.redisConnectionError(),
+    });
     store = redisStore;
     redisClient = redisStore.connection;
     cleanupStore = async () => {
@@ -104,11 +114,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     budgetMs: config.PLUGIN_BUDGET_MS,
     workers: config.PLUGIN_WORKERS,
     queueMax: config.PLUGIN_QUEUE_MAX,
-  }, silentLogger);
+  }, logger, metrics);
   const operators = plugins.registry;
   const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
-  const reloader = new PolicyReloader({ engine: policy, logger: silentLogger, watchPaths: [config.POLICY_WASM_PATH] });
-  const limits = createRateLimits(config, silentLogger, redisClient, catalog.list());
+  const audit = startAuditTrail(config, store, logger);
+  const reloader = new AuditedPolicyReloader({ engine: policy, logger, audit: audit.log, watchPaths: [config.POLICY_WASM_PATH] });
+  const limits = createRateLimits(config, logger, redisClient, catalog.list(), metrics);
   const userCodes = await userCodesFor(config.USER_CODE_KEY, store, () => {});
   const redirectUri = `http://${options.issuerHost ?? '127.0.0.1'}:${port}/signin/callback`;
   const provider = options.oidc ? await options.oidc(redirectUri) : undefined;
@@ -116,8 +127,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ? await createOidcSignIn({ ...provider, redirectUri, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: 5000 })
     : undefined;
   const app = buildApp({
-    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger: silentLogger, limits,
-    reloadOperators: () => plugins.reload(),
+    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits, metrics,
+    reloadOperators: () => auditedOperatorReload(audit.log, () => plugins.reload())('admin'),
+    audit: audit.log,
     reloadPolicy: () => reloader.reload('admin'),
   });
   server.on('request', app.app);
@@ -128,10 +140,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     app,
     store,
     catalog,
+    audit,
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await plugins.close();
+      await audit.close();
       await cleanupStore();
     },
   };

@@ -4,8 +4,11 @@
 // writes, and a full map refuses (as an outage) rather than grow without limit.
 import { randomBytes } from 'node:crypto';
 import { normalizeTtlMs } from '../checks.ts';
+import { MemoryAuditRecords, MemoryStoreClosedError } from './audit-ring.ts';
 import { ReplayCacheFullError } from './replay-records.ts';
 import type { PendingKind } from '../store.ts';
+
+export { MemoryStoreClosedError };
 
 const MAX_ENTRIES = 100_000;
 
@@ -42,20 +45,12 @@ class ExpiringMap<V> {
   }
 }
 
-/** What every call of a closed memory store throws (the Redis store's closed connection, here). */
-export class MemoryStoreClosedError extends Error {
-  constructor() {
-    super('the memory store is closed');
-    this.name = 'MemoryStoreClosedError';
-  }
-}
-
 /**
  * The memory store's records outside agents and hosts, as the Redis store keeps them in
- * redis/side-records.ts. MemoryStore extends it, so these methods need no forwarding.
+ * redis/side-records.ts. MemoryStore extends it, so these methods need no forwarding; it extends the
+ * audit ring (audit-ring.ts), which holds the closed flag every method checks.
  */
-export class MemorySideRecords {
-  protected closed = false;
+export class MemorySideRecords extends MemoryAuditRecords {
   readonly #now: () => number;
   readonly #userCodes: ExpiringMap<string>;
   readonly #sessions: ExpiringMap<string>;
@@ -68,6 +63,7 @@ export class MemorySideRecords {
   readonly #pendingSince: Record<PendingKind, Map<string, number>> = { agent: new Map(), host: new Map(), approval: new Map() };
 
   constructor(now: () => number) {
+    super(now);
     this.#now = now;
     this.#userCodes = new ExpiringMap(now);
     this.#sessions = new ExpiringMap(now);
@@ -156,10 +152,5 @@ export class MemorySideRecords {
   async savePerson(personId: string, json: string): Promise<void> {
     this.assertOpen();
     this.#people.set(personId, json);
-  }
-
-  /** After close the Redis store's commands reject; this one behaves the same. */
-  protected assertOpen(): void {
-    if (this.closed) throw new MemoryStoreClosedError();
   }
 }

@@ -43,9 +43,17 @@ export interface KeyLayout {
   pendingSince(kind: PendingKind): string;
   /** A secret shared by every instance. */
   sharedSecret(name: string): string;
+  /**
+   * The audit trail: one Redis stream, trimmed to AUDIT_MAX_EVENTS, with one consumer group that
+   * the webhook forwarders of every instance share. One key, so it needs no hash tag.
+   */
+  readonly auditStream: string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
   readonly invalidationChannel: string;
 }
+
+/** The audit stream's consumer group: every instance's webhook forwarder reads through it. */
+export const AUDIT_FORWARD_GROUP = 'forward';
 
 /**
  * Builds the layout for one prefix. The prefix must not contain braces: Redis hashes only the text
@@ -77,5 +85,6 @@ export function keyLayout(prefix: string): KeyLayout {
     personHosts: (personKey) => `${prefix}person:{${personKey}}:hosts`,
     person: (personKey) => `${prefix}person:{${personKey}}`,
     invalidationChannel: `${prefix}invalidate`,
+    auditStream: `${prefix}audit`,
   };
 }

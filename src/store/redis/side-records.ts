@@ -5,16 +5,21 @@
 // touched alone, and Redis's own expiry is their clean-up.
 import { randomBytes } from 'node:crypto';
 import { assertFiniteMs, assertTaggable, isTaggable, normalizeTtlMs, personKey } from '../checks.ts';
+import { RedisAuditRecords } from './audit-records.ts';
 import type { RedisConnection } from './connection.ts';
 import type { KeyLayout } from './keys.ts';
 import type { PendingKind } from '../store.ts';
 
-/** The Redis store's side records; RedisStore extends this class, so they need no forwarding. */
-export class RedisSideRecords {
+/**
+ * The Redis store's side records; RedisStore extends this class, so they need no forwarding. It
+ * extends the audit trail's records (audit-records.ts) in turn, for the same reason.
+ */
+export class RedisSideRecords extends RedisAuditRecords {
   readonly #connection: RedisConnection;
   readonly #keys: KeyLayout;
 
   constructor(connection: RedisConnection, keys: KeyLayout) {
+    super(connection, keys);
     this.#connection = connection;
     this.#keys = keys;
   }

@@ -1,0 +1,174 @@
+// The audit trail's rules that are decisions rather than plumbing (issue 17 point 3; SECURITY.md):
+// what an event is and how big it may be, which events a filter matches, how stream positions
+// compare, what a time in a query means, and how long a failed webhook delivery waits. No I/O here.
+
+/** Who did what an event records: a host or agent by its key, the admin by its token, a person signed in, or agentgate itself. */
+export const AUDIT_ACTORS = ['host', 'agent', 'admin', 'person', 'system'] as const;
+export type AuditActor = (typeof AUDIT_ACTORS)[number];
+
+/** A detail's value: small and flat, so an event stays one short JSON line. */
+export type AuditDetailValue = string | number | boolean | readonly string[];
+
+/**
+ * An event as a service records it. Secrets never go in: no JWTs, keys, tokens, user codes or
+ * execute arguments; only ids, names, outcomes and error codes.
+ */
+export interface AuditEventInput {
+  /** `<subject>.<what happened>`, e.g. `agent.registered`, `execute.allowed`. */
+  type: string;
+  actor: AuditActor;
+  agent_id?: string | undefined;
+  host_id?: string | undefined;
+  person_id?: string | undefined;
+  capability?: string | undefined;
+  outcome?: string | undefined;
+  code?: string | undefined;
+  [detail: string]: AuditDetailValue | undefined;
+}
+
+/** An event as it is stored: sanitized, stamped with the time it happened (ISO 8601). */
+export interface AuditRecord {
+  at: string;
+  type: string;
+  actor: AuditActor;
+  [field: string]: AuditDetailValue;
+}
+
+/** An event as it is read: with its id, which is also its position in the trail. */
+export interface AuditEvent extends AuditRecord {
+  id: string;
+}
+
+/** Who acted, for services that many callers share (an approval by the admin, the page or a person's API). */
+export interface AuditBy {
+  actor: AuditActor;
+  person_id?: string | undefined;
+  /** Which door the actor came through, e.g. `admin_api`, `approval_page`, `people_api`. */
+  via?: string | undefined;
+}
+
+/** Longest string kept in an event (ids are at most 128 characters, names 200). */
+export const MAX_AUDIT_STRING = 256;
+/** Most items kept of a list in an event (a registration names at most a few dozen capabilities). */
+export const MAX_AUDIT_LIST = 64;
+/** Most fields of one event, so no caller can make one event large. */
+export const MAX_AUDIT_FIELDS = 24;
+
+const cut = (text: string): string => (text.length > MAX_AUDIT_STRING ? `${text.slice(0, MAX_AUDIT_STRING - 1)}…` : text);
+
+/**
+ * The event as it will be stored: `at` first, undefined fields left out, strings and lists cut to
+ * their bounds, non-finite numbers dropped, at most MAX_AUDIT_FIELDS fields. Never throws.
+ */
+export function sanitizeAuditEvent(input: AuditEventInput, atMs: number): AuditRecord {
+  const record: AuditRecord = { at: new Date(atMs).toISOString(), type: cut(input.type), actor: input.actor };
+  let fields = 3;
+  for (const [name, value] of Object.entries(input)) {
+    if (fields >= MAX_AUDIT_FIELDS) break;
+    if (name === 'type' || name === 'actor' || name === 'at' || name === 'id' || value === undefined) continue;
+    let kept: AuditDetailValue | undefined;
+    if (typeof value === 'string') kept = cut(value);
+    else if (typeof value === 'boolean') kept = value;
+    else if (typeof value === 'number') kept = Number.isFinite(value) ? value : undefined;
+    else if (Array.isArray(value)) kept = value.slice(0, MAX_AUDIT_LIST).map((item) => cut(String(item)));
+    if (kept === undefined) continue;
+    record[cut(name)] = kept;
+    fields++;
+  }
+  return record;
+}
+
+// ---- reading -------------------------------------------------------------------------------------
+
+/** What GET /admin/audit filters by; every given filter must match. */
+export interface AuditFilter {
+  agentId?: string | undefined;
+  hostId?: string | undefined;
+  /** Exact type (`execute.refused`), or a prefix before a dot (`execute` matches `execute.*`). */
+  type?: string | undefined;
+  /** Inclusive bounds on `at`, epoch ms. */
+  sinceMs?: number | undefined;
+  untilMs?: number | undefined;
+}
+
+/** `wanted` with a dot names one type; without, a family (`execute` is `execute.allowed` and `execute.refused`). */
+export function typeMatches(type: string, wanted: string): boolean {
+  return type === wanted || (!wanted.includes('.') && type.startsWith(`${wanted}.`));
+}
+
+export function matchesAuditFilter(event: AuditEvent, filter: AuditFilter): boolean {
+  if (filter.agentId !== undefined && event.agent_id !== filter.agentId) return false;
+  if (filter.hostId !== undefined && event.host_id !== filter.hostId) return false;
+  if (filter.type !== undefined && !typeMatches(event.type, filter.type)) return false;
+  if (filter.sinceMs === undefined && filter.untilMs === undefined) return true;
+  const atMs = Date.parse(event.at);
+  if (Number.isNaN(atMs)) return false;
+  if (filter.sinceMs !== undefined && atMs < filter.sinceMs) return false;
+  return filter.untilMs === undefined || atMs <= filter.untilMs;
+}
+
+/** True when no filter is given: every event matches. */
+export const isUnfiltered = (filter: AuditFilter): boolean =>
+  filter.agentId === undefined && filter.hostId === undefined && filter.type === undefined && filter.sinceMs === undefined && filter.untilMs === undefined;
+
+// ---- positions -----------------------------------------------------------------------------------
+
+/** An event id is a Redis stream id, `<ms>-<sequence>`; the memory store makes the same kind. */
+export const AUDIT_ID_PATTERN = /^\d{1,20}-\d{1,20}$/;
+
+/** The id's two numbers; null when it is not an event id. */
+export function parseAuditId(id: string): [bigint, bigint] | null {
+  if (!AUDIT_ID_PATTERN.test(id)) return null;
+  const dash = id.indexOf('-');
+  return [BigInt(id.slice(0, dash)), BigInt(id.slice(dash + 1))];
+}
+
+/** Orders event ids as the stream does (by time, then sequence); both must be valid ids. */
+export function compareAuditIds(a: string, b: string): number {
+  const x = parseAuditId(a);
+  const y = parseAuditId(b);
+  if (!x || !y) throw new Error(`not audit event ids: ${a}, ${b}`);
+  if (x[0] !== y[0]) return x[0] < y[0] ? -1 : 1;
+  return x[1] === y[1] ? 0 : x[1] < y[1] ? -1 : 1;
+}
+
+/** The time (epoch ms, the store's clock) at which the event was appended. */
+export function auditIdMs(id: string): number {
+  const parsed = parseAuditId(id);
+  if (!parsed) throw new Error(`not an audit event id: ${id}`);
+  return Number(parsed[0]);
+}
+
+/** The earlier of two exclusive upper bounds (null: no bound). */
+export function earlierBound(a: string | null, b: string | null): string | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return compareAuditIds(a, b) <= 0 ? a : b;
+}
+
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+const EPOCH_MS = /^\d{1,15}$/;
+
+/** A query's time: ISO 8601 (a date, or a date and time) or epoch milliseconds; null when it is neither. */
+export function parseAuditTime(text: string): number | null {
+  if (EPOCH_MS.test(text)) return Number(text);
+  if (!ISO_8601.test(text)) return null;
+  const ms = Date.parse(text);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+// ---- forwarding ----------------------------------------------------------------------------------
+
+export const WEBHOOK_BACKOFF_INITIAL_MS = 1000;
+export const WEBHOOK_BACKOFF_MAX_MS = 60_000;
+
+/**
+ * How long to wait before delivery attempt `failures + 1`: 1 s doubling per failure up to 60 s,
+ * with "equal jitter" (between half and all of it), so instances that failed together spread out
+ * yet none retries sooner than half the schedule. `random` is in [0, 1).
+ */
+export function webhookBackoffMs(failures: number, random: number): number {
+  const exponent = Math.min(Math.max(failures, 1) - 1, 16);
+  const ceilingMs = Math.min(WEBHOOK_BACKOFF_MAX_MS, WEBHOOK_BACKOFF_INITIAL_MS * 2 ** exponent);
+  return Math.round(ceilingMs / 2 + (ceilingMs / 2) * Math.min(Math.max(random, 0), 1));
+}

@@ -1,0 +1,135 @@
+// The Redis store's audit trail (issue 17 point 3): one stream (`XADD MAXLEN ~`), read newest first
+// with XREVRANGE, and forwarded through one consumer group that every instance's webhook forwarder
+// shares, so each event is handed to one forwarder at a time and a forwarder that dies leaves its
+// events to the others. The stream is one key: on a Redis Cluster it lives in one slot of its own.
+import type { AuditEvent, AuditRecord } from '../../domain/audit.ts';
+import { AUDIT_ID_PATTERN } from '../../domain/audit.ts';
+import { MAX_AUDIT_READ, type AuditClaim } from '../store.ts';
+import type { RedisConnection } from './connection.ts';
+import { AUDIT_FORWARD_GROUP, type KeyLayout } from './keys.ts';
+
+/** The one field of a stream entry: the event as JSON. */
+const EVENT_FIELD = 'e';
+
+/**
+ * The idle time a given-back event is set to: far longer than any forwarder's reclaim window, so
+ * any forwarder takes it over at once (XCLAIM cannot unassign an entry; this is its equivalent).
+ */
+const GIVEN_BACK_IDLE_MS = 365 * 24 * 3600 * 1000;
+
+/** Forwarders forgotten in one call at most (the script walks the whole, small, registry). */
+const MAX_FORGOTTEN_CONSUMERS = 100;
+
+type StreamEntry = [id: string, fields: string[]];
+type HoldScript = (key: string, ...args: string[]) => Promise<unknown>;
+
+/** RedisSideRecords extends this class, and RedisStore extends that, so these need no forwarding. */
+export class RedisAuditRecords {
+  readonly #connection: RedisConnection;
+  readonly #key: string;
+
+  constructor(connection: RedisConnection, keys: KeyLayout) {
+    this.#connection = connection;
+    this.#key = keys.auditStream;
+  }
+
+  /**
+   * Not async on purpose: every XADD is issued before this returns, so in the tick of the hot
+   * path's round trip they join its auto-pipeline (no round trip of their own).
+   */
+  appendAuditEvents(records: readonly AuditRecord[], maxEvents: number): Promise<boolean[]> {
+    if (!Number.isSafeInteger(maxEvents) || maxEvents < 1) return Promise.reject(new Error(`maxEvents must be a positive integer, got ${maxEvents}`));
+    const maxLength = String(maxEvents);
+    const writes = records.map((record) => this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', EVENT_FIELD, JSON.stringify(record)));
+    return Promise.allSettled(writes).then((results) => results.map((result) => result.status === 'fulfilled'));
+  }
+
+  async readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]> {
+    const bounded = boundedCount(count);
+    if (beforeId !== null && !AUDIT_ID_PATTERN.test(beforeId)) throw new Error(`not an audit event id: ${beforeId}`);
+    const entries = (await this.#connection.xrevrange(this.#key, beforeId === null ? '+' : `(${beforeId}`, '-', 'COUNT', bounded)) as StreamEntry[];
+    return entries.map(decodeEntry);
+  }
+
+  async claimAuditEvents(claim: AuditClaim): Promise<AuditEvent[]> {
+    const count = boundedCount(claim.count);
+    const idleMs = Math.max(0, Math.trunc(claim.reclaimIdleMs));
+    // Abandoned events first: XAUTOCLAIM hands over those idle at least reclaimIdleMs (and forgets
+    // ones trimmed away meanwhile). A group that does not exist yet holds none.
+    const reclaimed = await this.#withGroup(() => this.#connection.xautoclaim(this.#key, AUDIT_FORWARD_GROUP, claim.consumer, idleMs, '0-0', 'COUNT', count));
+    const taken = ((reclaimed as [string, (StreamEntry | null)[]])[1] ?? []).filter((entry): entry is StreamEntry => entry !== null);
+    if (taken.length > 0) return taken.map(decodeEntry);
+    const read = await this.#withGroup(() => this.#connection.xreadgroup('GROUP', AUDIT_FORWARD_GROUP, claim.consumer, 'COUNT', count, 'STREAMS', this.#key, '>'));
+    const streams = read as [string, StreamEntry[]][] | null;
+    return (streams?.[0]?.[1] ?? []).map(decodeEntry);
+  }
+
+  async acknowledgeAuditEvents(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.#withGroup(() => this.#connection.xack(this.#key, AUDIT_FORWARD_GROUP, ...ids));
+  }
+
+  async renewAuditClaims(consumer: string, ids: readonly string[]): Promise<string[]> {
+    return this.#hold(consumer, ids, 0);
+  }
+
+  async releaseAuditClaims(consumer: string, ids: readonly string[]): Promise<void> {
+    await this.#hold(consumer, ids, GIVEN_BACK_IDLE_MS);
+  }
+
+  async forgetIdleAuditConsumers(idleMs: number): Promise<number> {
+    const scripts = this.#connection as unknown as { agentgateAuditForgetConsumers: HoldScript };
+    const removed = await scripts.agentgateAuditForgetConsumers(this.#key, AUDIT_FORWARD_GROUP, String(Math.max(0, Math.trunc(idleMs))), String(MAX_FORGOTTEN_CONSUMERS));
+    return Number(removed);
+  }
+
+  async #hold(consumer: string, ids: readonly string[], idleMs: number): Promise<string[]> {
+    if (ids.length === 0) return [];
+    if (ids.length > MAX_AUDIT_READ) throw new Error(`at most ${MAX_AUDIT_READ} audit ids at once`);
+    const scripts = this.#connection as unknown as { agentgateAuditHold: HoldScript };
+    const kept = await scripts.agentgateAuditHold(this.#key, AUDIT_FORWARD_GROUP, consumer, String(idleMs), ...ids);
+    return Array.isArray(kept) ? kept.map(String) : [];
+  }
+
+  /**
+   * Runs a group command, creating the group first when Redis says it does not exist. The group
+   * starts at the oldest event the stream holds (`0`), so an event recorded before the first
+   * forwarder started is forwarded too; BUSYGROUP means another instance created it first.
+   */
+  async #withGroup<T>(command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOGROUP')) throw err;
+    }
+    try {
+      await this.#connection.xgroup('CREATE', this.#key, AUDIT_FORWARD_GROUP, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('BUSYGROUP')) throw err;
+    }
+    return command();
+  }
+}
+
+function boundedCount(count: number): number {
+  if (!Number.isSafeInteger(count) || count < 1 || count > MAX_AUDIT_READ) throw new Error(`count must be 1-${MAX_AUDIT_READ}, got ${count}`);
+  return count;
+}
+
+/**
+ * A stream entry as an event. An entry that is not one of ours (written by hand, or corrupt) is
+ * still shown, as `audit.unreadable` at the time of its id, rather than hidden or failing the read.
+ */
+function decodeEntry([id, fields]: StreamEntry): AuditEvent {
+  const at = fields.indexOf(EVENT_FIELD);
+  try {
+    const parsed: unknown = JSON.parse(at >= 0 && at % 2 === 0 ? (fields[at + 1] ?? '') : '');
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      const record = parsed as AuditRecord;
+      if (typeof record.at === 'string' && typeof record.type === 'string') return { ...record, id };
+    }
+  } catch {
+    // Falls through to the placeholder below.
+  }
+  return { id, at: new Date(Number(id.split('-')[0])).toISOString(), type: 'audit.unreadable', actor: 'system' };
+}

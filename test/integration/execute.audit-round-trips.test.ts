@@ -1,0 +1,128 @@
+// Issue 17 point 3: the audit trail costs execute no round trip of its own. Measured on the wire as
+// execute.round-trips.test.ts measures it (test/support/redis-proxy.ts counts every command and
+// round trip of the server's Redis connection), with the audit trail on: an execute's event waits
+// in the in-process queue, and the next execute appends it (XADD) in its own one round trip, beside
+// its script and budgets. An execute nobody follows is written by the idle flush, AUDIT_FLUSH_MS
+// later, well after any 50 ms settle.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, type HttpResult } from '../support/client.ts';
+import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { redisUrlForTests } from '../support/redis.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const CONSTRAINED = { name: 'transfer_money', constraints: { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } } };
+const ALLOWED = { amount: 250, currency: 'USD' };
+const VIOLATING = { amount: 5000, currency: 'USD' };
+
+let proxy: RedisProxy;
+
+beforeAll(async () => {
+  proxy = await startRedisProxy(await redisUrlForTests());
+});
+afterAll(async () => {
+  await proxy?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What one call sent: its commands (name, first key, the XADD's event JSON) and round trips per connection. */
+async function measure(call: () => Promise<HttpResult>) {
+  await sleep(50);
+  proxy.reset();
+  const res = await call();
+  await sleep(50);
+  return {
+    res,
+    commands: proxy.commands.map((command) => ({
+      name: command.name,
+      key: command.name === 'EVALSHA' ? command.args[2] : command.args[0],
+      // XADD key MAXLEN ~ n * e <json>: the event (its first 200 bytes, as the proxy records it).
+      event: command.name === 'XADD' ? (command.args[6] ?? '') : '',
+      roundTrip: command.roundTrip,
+    })),
+    roundTrips: [...proxy.roundTrips().values()],
+  };
+}
+
+describe('Redis round trips of execute with the audit trail on', () => {
+  let server: TestServer;
+  let c: Client;
+  beforeAll(async () => {
+    // A long idle flush, so only the executes themselves can carry the events here.
+    server = await startTestServer({ store: 'redis', redisUrl: proxy.url, env: { AUDIT_FLUSH_MS: '20000' } });
+    c = new Client(server);
+  });
+  afterAll(() => server?.close());
+
+  it('a sequence of executes is still one round trip each, and each carries the previous execute\'s event', async () => {
+    const agent = await c.activeAgent([CONSTRAINED]);
+    // Loads the scripts and fills the key cache; its own event waits in the queue.
+    expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
+
+    // Allowed and refused in turn, so each event names which execute it records.
+    const sequence = [VIOLATING, ALLOWED, VIOLATING, ALLOWED, ALLOWED];
+    let previous: 'execute.allowed' | 'execute.refused' = 'execute.allowed';
+    for (const args of sequence) {
+      const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', args));
+      expect(res.status, res.text).toBe(args === ALLOWED ? 200 : 403);
+      expect(roundTrips).toEqual([1]);
+      expect(commands.filter((command) => command.name === 'EVALSHA')).toHaveLength(3);
+      const appends = commands.filter((command) => command.name === 'XADD');
+      expect(appends).toHaveLength(1);
+      expect(appends[0]!.key).toBe(`${server.config.REDIS_KEY_PREFIX}audit`);
+      expect(appends[0]!.event).toContain(`"type":"${previous}"`);
+      expect(appends[0]!.event).toContain(agent.id);
+      // Sent together: one round trip holds the script, the budgets and the append.
+      expect(new Set(commands.map((command) => command.roundTrip))).toEqual(new Set([1]));
+      previous = args === ALLOWED ? 'execute.allowed' : 'execute.refused';
+    }
+
+    // Every execute is in the trail, newest first (reading writes the last one first).
+    const trail = await c.admin('GET', `/admin/audit?agent_id=${agent.id}&type=execute`);
+    expect(trail.status, trail.text).toBe(200);
+    const kinds = trail.json.events.map((event: { type: string; code?: string }) => `${event.type}${event.code ? ` ${event.code}` : ''}`);
+    expect(kinds).toEqual([
+      'execute.allowed', 'execute.allowed', 'execute.refused constraint_violated', 'execute.allowed',
+      'execute.refused constraint_violated', 'execute.allowed',
+    ]);
+    expect(trail.text).not.toContain('5000');
+  });
+
+  it('a batch is one round trip too, and carries what waited', async () => {
+    const agent = await c.activeAgent(['echo']);
+    expect((await c.execute(agent, 'echo', {})).status).toBe(200);
+    const calls = [{ id: 'a', capability: 'echo', arguments: {} }, { id: 'b', capability: 'echo', arguments: {} }];
+    const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, calls));
+    expect(res.status, res.text).toBe(200);
+    expect(roundTrips).toEqual([1]);
+    expect(commands.filter((command) => command.name === 'XADD').map((command) => command.event)).toEqual([expect.stringContaining('"type":"execute.allowed"')]);
+  });
+});
+
+describe('the idle flush', () => {
+  let server: TestServer;
+  let c: Client;
+  beforeAll(async () => {
+    server = await startTestServer({ store: 'redis', redisUrl: proxy.url, env: { AUDIT_FLUSH_MS: '400' } });
+    c = new Client(server);
+  });
+  afterAll(() => server?.close());
+
+  it('writes a lone execute\'s event AUDIT_FLUSH_MS later, after the response and on its own', async () => {
+    const agent = await c.activeAgent(['echo']);
+    expect((await c.execute(agent, 'echo', {})).status).toBe(200);
+    await sleep(600);
+    const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'echo', { lone: true }));
+    expect(res.status, res.text).toBe(200);
+    // Nothing was waiting (the idle flush wrote the previous event), and nothing is written yet.
+    expect(roundTrips).toEqual([1]);
+    expect(commands.some((command) => command.name === 'XADD')).toBe(false);
+
+    await sleep(600);
+    const appends = proxy.commands.filter((command) => command.name === 'XADD');
+    expect(appends).toHaveLength(1);
+    expect(appends[0]!.args[6]).toContain('"type":"execute.allowed"');
+    const stored = await server.store.readAuditEvents(null, 1);
+    expect(stored[0]).toMatchObject({ type: 'execute.allowed', agent_id: agent.id, capability: 'echo', outcome: 'completed' });
+  });
+});

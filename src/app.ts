@@ -120,7 +120,7 @@ export function buildApp(input: AppDependencies): App {
   app.set('query parser', 'simple');
   app.set('trust proxy', config.TRUST_PROXY);
   // First: the request id (X-Request-Id), the request's context, and its access line and metrics.
-  app.use(accessLog({ logger, metrics }));
+  app.use(accessLog({ logger, metrics, trustProxy: config.TRUST_PROXY }));
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
   app.use(bodyDepthLimit(config.MAX_JSON_DEPTH));
   // The capability routes first: execute is the hot path, and every router a request passes

@@ -39,7 +39,8 @@ abstract class Family<L extends string, Cell> {
 
   /** The cell of the series with these label values, in labelNames order (made on first use). */
   cell(...values: string[]): Cell {
-    const key = values.length === 1 ? values[0]! : values.join('\u0000');
+    // Joined by hand for the usual one to three labels: this runs on every request.
+    const key = values.length === 1 ? values[0]! : values.length === 2 ? `${values[0]}\u0000${values[1]}` : values.length === 3 ? `${values[0]}\u0000${values[1]}\u0000${values[2]}` : values.join('\u0000');
     let series = this.#series.get(key);
     if (series === undefined) {
       const labels = Object.fromEntries(this.#labelNames.map((name, i) => [name, values[i] ?? ''])) as Record<L, string>;

@@ -63,18 +63,18 @@ export function routeLabel(routePath: unknown, originalUrl: string, patterns: Ro
  * what an agent may call, what a registration or a request for capabilities gets, whether a token
  * is active. Reads, pages and the admin API are requests, not decisions.
  */
-const DECISION_ENDPOINTS: ReadonlyMap<string, string> = new Map([
-  ['POST /capability/execute', 'execute'],
-  ['POST /capability/batch-execute', 'batch_execute'],
-  ['POST /agent/register', 'register'],
-  ['POST /agent/request-capability', 'request_capability'],
-  ['POST /agent/reactivate', 'reactivate'],
-  ['POST /agent/introspect', 'introspect'],
+const DECISION_ENDPOINTS_BY_POST_ROUTE: ReadonlyMap<string, string> = new Map([
+  ['/capability/execute', 'execute'],
+  ['/capability/batch-execute', 'batch_execute'],
+  ['/agent/register', 'register'],
+  ['/agent/request-capability', 'request_capability'],
+  ['/agent/reactivate', 'reactivate'],
+  ['/agent/introspect', 'introspect'],
 ]);
 
-/** The decision endpoint a request was, or undefined when it was not one. */
+/** The decision endpoint a request was, or undefined when it was not one (every decision is a POST). */
 export function decisionEndpoint(method: string, route: string): string | undefined {
-  return DECISION_ENDPOINTS.get(`${method} ${route}`);
+  return method === 'POST' ? DECISION_ENDPOINTS_BY_POST_ROUTE.get(route) : undefined;
 }
 
 export type DecisionOutcome = 'allowed' | 'refused' | 'failed';

@@ -93,11 +93,15 @@ export class RateLimits {
     try {
       const consumed = limiter.consume(key, points);
       const verdict = await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
-      if (this.logVerdicts) this.logger.debug('rate limit verdict', { limit: name, key, points, allowed: true, remaining: verdict.remainingPoints });
+      if (this.logVerdicts) this.logger.debug('rate limit verdict', { dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: true, remaining: verdict.remainingPoints });
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {
         this.metrics.rateLimitRefusal(dimension);
-        if (this.logVerdicts) this.logger.debug('rate limit verdict', { limit: name, key, points, allowed: false, remaining: rejection.remainingPoints, retryAfterMs: rejection.msBeforeNext });
+        if (this.logVerdicts) {
+          this.logger.debug('rate limit verdict', {
+            dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: false, remaining: rejection.remainingPoints, retryAfterMs: rejection.msBeforeNext,
+          });
+        }
         const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
         throw new ApiError('rate_limited', `too many requests; retry after ${retryAfterSeconds} s`, undefined, { 'Retry-After': String(retryAfterSeconds) });
       }

@@ -102,7 +102,7 @@ describe('debug lines (LOG_LEVEL debug)', () => {
     expect(JSON.stringify(entries)).not.toContain('rent for march');
     expect(entries.find((e) => e.msg === 'policy decision')).toMatchObject({ entrypoint: 'agentgate/execute', allow: true });
     const verdicts = entries.filter((e) => e.msg === 'rate limit verdict');
-    expect(verdicts.map((v) => v.limit).sort()).toEqual(['agent', 'host']);
+    expect(verdicts.map((v) => v.dimension).sort()).toEqual(['agent', 'host']);
     expect(verdicts.every((v) => v.allowed === true && typeof v.remaining === 'number')).toBe(true);
     // The agent was registered on this instance but never executed: its key was not cached yet.
     expect(entries.find((e) => e.msg === 'agent key cache miss')).toMatchObject({ agentId: agent.id, reason: 'absent' });

@@ -16,9 +16,9 @@ import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema 
 import { agentView, hostView, waitingAgentView } from './views.ts';
 
 // The admin API's own inputs live here rather than in schemas.ts, which holds the protocol's
-// request shapes (the OpenAPI document is generated from it; the admin API is not part of it).
+// request shapes; the OpenAPI document is generated from both (its admin queries are these).
 const agentIdParamsSchema = z.object({ agentId: z.string().min(1).max(128) });
-const approvalsQuerySchema = z.object({
+export const approvalsQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(admin.MAX_LISTED_APPROVALS).default(admin.MAX_LISTED_APPROVALS),
 });
 
@@ -27,15 +27,16 @@ const auditTime = z.string().max(40).transform((text, ctx) => {
   const ms = parseAuditTime(text);
   if (ms === null) ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 time or epoch milliseconds' });
   return ms ?? 0;
-});
-const auditQuerySchema = z.object({
+}).describe('inclusive: ISO 8601 (a date, or a date and time) or epoch milliseconds');
+export const auditQuerySchema = z.object({
   agent_id: z.string().min(1).max(128).optional(),
   host_id: z.string().min(1).max(128).optional(),
-  type: z.string().min(1).max(64).regex(/^[a-z_]+(?:\.[a-z_]+)*$/, 'must be an event type (execute.refused) or its family (execute)').optional(),
+  type: z.string().min(1).max(64).regex(/^[a-z_]+(?:\.[a-z_]+)*$/, 'must be an event type (execute.refused) or its family (execute)').optional()
+    .describe('an event type (execute.refused), or a family: the part before the dot (execute)'),
   since: auditTime.optional(),
   until: auditTime.optional(),
   limit: z.coerce.number().int().min(1).max(AUDIT_MAX_LIMIT).default(AUDIT_DEFAULT_LIMIT),
-  cursor: z.string().regex(AUDIT_ID_PATTERN, 'must be a next_cursor this endpoint answered').optional(),
+  cursor: z.string().regex(AUDIT_ID_PATTERN, 'must be a next_cursor this endpoint answered').optional().describe('the next_cursor of the previous page'),
 }).strict();
 
 export function adminRouter(deps: ServiceDeps): Router {

@@ -13,9 +13,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { ERROR_STATUS } from '../errors.ts';
-import { AUDIT_ID_PATTERN } from '../domain/audit.ts';
-import { MAX_LISTED_APPROVALS } from '../services/admin.ts';
-import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT } from '../services/audit-query.ts';
+import { approvalsQuerySchema, auditQuerySchema } from './admin.ts';
 import { SESSION_COOKIE } from './device.ts';
 import { CSRF_HEADER, personDecisionBodySchema, personGrantBodySchema } from './people.ts';
 import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
@@ -28,28 +26,6 @@ const requestJson = (schema: z.ZodType) => {
 };
 
 const id = z.string().min(1).max(128);
-
-// The admin API's queries. src/http/admin.ts parses with schemas of its own that it does not export
-// (yet): these mirror them, sharing their bounds and patterns, and must be kept equal by hand until
-// admin.ts exports its schemas and this module documents those instead.
-
-/** GET /admin/approvals' query (admin.ts approvalsQuerySchema). */
-const adminApprovalsQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(MAX_LISTED_APPROVALS).default(MAX_LISTED_APPROVALS),
-});
-
-const auditTime = z.string().max(40).describe('inclusive: ISO 8601 (a date, or a date and time) or epoch milliseconds');
-
-/** GET /admin/audit's query (admin.ts auditQuerySchema; the CLI's contract, docs/cli.md). */
-const adminAuditQuerySchema = z.object({
-  agent_id: id.optional(),
-  host_id: id.optional(),
-  type: z.string().min(1).max(64).regex(/^[a-z_]+(?:\.[a-z_]+)*$/).optional().describe('an event type (execute.refused), or a family: the part before the dot (execute)'),
-  since: auditTime.optional(),
-  until: auditTime.optional(),
-  limit: z.coerce.number().int().min(1).max(AUDIT_MAX_LIMIT).default(AUDIT_DEFAULT_LIMIT),
-  cursor: z.string().regex(AUDIT_ID_PATTERN).optional().describe('the next_cursor of the previous page'),
-});
 
 /** A status some error code has: only these have an `Error<status>` component to refer to. */
 type ErrorHttpStatus = (typeof ERROR_STATUS)[keyof typeof ERROR_STATUS];
@@ -230,7 +206,7 @@ function adminPaths(): Record<string, Record<string, OperationSpec>> {
     '/admin/agents/{agentId}/exceed-absolute-lifetime': {
       post: admin('adminExceedAbsoluteLifetime', 'Test hook: end the absolute lifetime now (403 unless INSECURE_TEST_HOOKS)', 'AgentView', recordChange),
     },
-    '/admin/approvals': { get: admin('adminListApprovals', 'Agents waiting for a person, oldest first', 'AdminApprovals', { errors: [400], query: adminApprovalsQuerySchema }) },
+    '/admin/approvals': { get: admin('adminListApprovals', 'Agents waiting for a person, oldest first', 'AdminApprovals', { errors: [400], query: approvalsQuerySchema }) },
     '/admin/policy': { get: admin('adminGetPolicy', 'The active policy artefact', 'PolicyInfo') },
     '/admin/policy/reload': { post: admin('adminReloadPolicy', 'Reload the policy artefact; a refused one keeps the old (422)', 'PolicyReloaded', { errors: [404, 422] }) },
     '/admin/operators': { get: admin('adminListOperators', 'The constraint operators: built-ins and plugins', 'Operators') },
@@ -238,7 +214,7 @@ function adminPaths(): Record<string, Record<string, OperationSpec>> {
     '/admin/capabilities/{name}/remove': { post: admin('adminRemoveCapability', "Take a capability out of this instance's catalog", 'CapabilityRemoval', capabilityNotFound) },
     '/admin/capabilities/{name}/restore': { post: admin('adminRestoreCapability', "Put a capability back into this instance's catalog", 'CapabilityRemoval', capabilityNotFound) },
     '/admin/audit': {
-      get: admin('adminReadAudit', 'The audit trail, newest first, filtered; next_cursor goes on with older events', 'AuditPage', { errors: [400], query: adminAuditQuerySchema }),
+      get: admin('adminReadAudit', 'The audit trail, newest first, filtered; next_cursor goes on with older events', 'AuditPage', { errors: [400], query: auditQuerySchema }),
     },
   };
 }

@@ -12,7 +12,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { webhookBackoffMs, type AuditEvent } from '../domain/audit.ts';
 import { within } from '../deadline.ts';
-import type { Logger } from '../logger.ts';
+import { LogThrottle, type Logger } from '../logger.ts';
 import type { Store } from '../store/store.ts';
 
 export const POLL_MS = 1000;
@@ -69,11 +69,12 @@ export class AuditForwarder {
   #renewedAtMs = 0;
   #forgotAtMs = Number.NEGATIVE_INFINITY;
   readonly #counters: ForwarderCounters = { delivered: 0, failedAttempts: 0 };
-  readonly #loggedAtMs = new Map<string, number>();
+  readonly #throttle: LogThrottle;
 
   constructor(options: AuditForwarderOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#throttle = new LogThrottle(LOG_EVERY_MS, this.#now);
   }
 
   get consumer(): string {
@@ -203,11 +204,10 @@ export class AuditForwarder {
     }
   }
 
+  /** At most one line per kind per LOG_EVERY_MS (the logger's LogThrottle), saying how many it stood for. */
   #logThrottled(kind: string, message: string, fields: Record<string, unknown>): void {
-    const nowMs = this.#now();
-    const last = this.#loggedAtMs.get(kind);
-    if (last !== undefined && nowMs - last < LOG_EVERY_MS) return;
-    this.#loggedAtMs.set(kind, nowMs);
-    this.#options.logger.warn(message, fields);
+    const suppressed = this.#throttle.admit(kind);
+    if (suppressed === null) return;
+    this.#options.logger.warn(message, suppressed > 0 ? { ...fields, suppressed } : fields);
   }
 }

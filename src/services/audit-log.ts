@@ -10,7 +10,7 @@
 // events (docs/stances.md, SECURITY.md).
 import { sanitizeAuditEvent, type AuditEventInput, type AuditRecord } from '../domain/audit.ts';
 import { within } from '../deadline.ts';
-import type { Logger } from '../logger.ts';
+import { LogThrottle, type Logger } from '../logger.ts';
 import type { Store } from '../store/store.ts';
 
 export interface AuditLogOptions {
@@ -72,12 +72,13 @@ export class AuditLog {
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
   readonly #counters: AuditCounters = { recorded: 0, written: 0, droppedQueueFull: 0, droppedWriteFailed: 0, suppressed: 0 };
-  readonly #loggedAtMs = new Map<string, number>();
+  readonly #throttle: LogThrottle;
   #window = { startMs: 0, count: 0, suppressed: 0 };
 
   constructor(options: AuditLogOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#throttle = new LogThrottle(LOG_EVERY_MS, this.#now);
     this.#ring = new Array<Queued | undefined>(Math.max(1, options.queueMax));
   }
 
@@ -232,11 +233,10 @@ export class AuditLog {
     this.#timer = null;
   }
 
+  /** At most one line per kind per LOG_EVERY_MS (the logger's LogThrottle), saying how many it stood for. */
   #logThrottled(kind: string, message: string, fields: Record<string, unknown>): void {
-    const nowMs = this.#now();
-    const last = this.#loggedAtMs.get(kind);
-    if (last !== undefined && nowMs - last < LOG_EVERY_MS) return;
-    this.#loggedAtMs.set(kind, nowMs);
-    this.#options.logger.warn(message, fields);
+    const suppressed = this.#throttle.admit(kind);
+    if (suppressed === null) return;
+    this.#options.logger.warn(message, suppressed > 0 ? { ...fields, suppressed } : fields);
   }
 }

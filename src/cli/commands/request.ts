@@ -1,14 +1,13 @@
 // `agentgate request`: asks for more capabilities as the agent (protocol §4.4), signing the agent+jwt
 // that src/auth/agent-auth.ts checks, for the issuer audience every agent endpoint but execute uses.
 import { jsonObjectOption, printAnswer, stringList, stringOption, type CommandSpec } from '../command.ts';
-import { discover, endpointUrl } from '../discovery.ts';
+import { endpointUrl } from '../discovery.ts';
 import { UsageError } from '../errors.ts';
 import { isRecord } from '../http.ts';
-import { readKeyFile, signingKeyOf, thumbprintOf } from '../keys.ts';
 import { safe } from '../output.ts';
-import { agentClaims, freshTokenInputs, signJwt } from '../tokens.ts';
 import { agentLines } from './agents.ts';
-import { requestedCapabilities, warnIfExposed } from './register.ts';
+import { agentToken } from './execute.ts';
+import { requestedCapabilities } from './register.ts';
 
 export const requestCommand: CommandSpec = {
   words: ['request'],
@@ -29,14 +28,7 @@ export const requestCommand: CommandSpec = {
     const names = stringList(ctx.values, 'capability');
     if (names.length === 0) throw new UsageError('request needs at least one --capability');
     const capabilities = requestedCapabilities(names, jsonObjectOption(ctx.values, 'constraints'));
-    const agentKey = await readKeyFile(stringOption(ctx.values, 'agent-key')!, ctx.cwd, '--agent-key');
-    warnIfExposed(ctx.io, agentKey);
-    const signingKey = await signingKeyOf(agentKey, '--agent-key');
-    const hostKeyPath = stringOption(ctx.values, 'host-key');
-    const hostThumbprint = hostKeyPath === undefined ? undefined : await thumbprintOf((await readKeyFile(hostKeyPath, ctx.cwd, '--host-key')).publicJwk);
-    const discovery = await discover(ctx.http);
-    const claims = agentClaims({ agentId: stringOption(ctx.values, 'agent-id')!, audience: discovery.issuer, hostThumbprint, ...freshTokenInputs() });
-    const token = await signJwt(claims, 'agent+jwt', signingKey, agentKey.alg);
+    const { discovery, token } = await agentToken(ctx, (d) => d.issuer);
     const url = endpointUrl(ctx.http, discovery.endpoints?.request_capability, '/agent/request-capability');
     const reason = stringOption(ctx.values, 'reason');
     const answer = await ctx.http.send('POST', url, { token, json: { capabilities, ...(reason !== undefined ? { reason } : {}) } });

@@ -66,13 +66,20 @@ export function createHttpServer(config: HttpServerConfig, handler: RequestListe
  * Stops accepting connections and lets the requests in flight finish: each of their answers (and
  * any later request's on a connection still open) says `Connection: close`, so Node closes the
  * connection once it is sent and the client does not reuse it; idle connections close at once.
- * Resolves when the last connection has closed. Node stops enforcing the headers and request
- * timeouts once the server closes, so the caller bounds the wait (SHUTDOWN_TIMEOUT_MS).
+ * Resolves when the last connection has closed and every handler has answered, including those
+ * whose client hung up first: such a handler may still be executing a call, and what it records
+ * (the audit event of that call, say) must reach the store before the store closes. Node stops
+ * enforcing the headers and request timeouts once the server closes, so the caller bounds the wait
+ * (SHUTDOWN_TIMEOUT_MS).
  */
 export function drain(server: Server): Promise<void> {
+  const responses = openResponsesOf.get(server);
   return new Promise((resolve) => {
-    server.close(() => resolve());
-    for (const res of openResponsesOf.get(server)?.all() ?? []) {
+    server.close(() => {
+      if (!responses) resolve();
+      else void responses.handlersAnswered().then(resolve);
+    });
+    for (const res of responses?.all() ?? []) {
       if (!res.headersSent) res.setHeader('Connection', 'close');
     }
     server.closeIdleConnections();
@@ -81,10 +88,17 @@ export function drain(server: Server): Promise<void> {
 
 const openResponsesOf = new WeakMap<Server, OpenResponses>();
 
-/** The responses a server has not finished yet, in all and by connection. */
+/** How often a drain looks again at handlers whose client hung up before they answered. */
+const ABANDONED_POLL_MS = 10;
+
+/**
+ * The responses a server has not finished yet, in all and by connection, and those whose client
+ * hung up before their handler answered (`res.end` not yet called: the handler is still working).
+ */
 class OpenResponses {
   readonly #all = new Set<ServerResponse>();
   readonly #bySocket = new WeakMap<Duplex, Set<ServerResponse>>();
+  readonly #abandoned = new Set<ServerResponse>();
 
   add(socket: Duplex, res: ServerResponse): void {
     this.#all.add(res);
@@ -95,7 +109,34 @@ class OpenResponses {
     res.once('close', () => {
       this.#all.delete(res);
       ofSocket.delete(res);
+      // Node emits no event when a handler ends a response whose socket is gone, so the set is
+      // pruned here, each time one is added: it holds at most the handlers still working.
+      if (!res.writableEnded) {
+        this.#pruneAbandoned();
+        this.#abandoned.add(res);
+      }
     });
+  }
+
+  /**
+   * Resolves once every handler has answered, into the void where the client hung up. A closing
+   * server reports its last connection gone before Node emits the 'close' of the responses on it
+   * (that waits for the handle's close callback), so the open responses are looked at too.
+   */
+  async handlersAnswered(): Promise<void> {
+    // Bounded by the caller's shutdown timeout, which ends the process.
+    while (this.#working()) await new Promise((resolve) => setTimeout(resolve, ABANDONED_POLL_MS));
+  }
+
+  #working(): boolean {
+    this.#pruneAbandoned();
+    if (this.#abandoned.size > 0) return true;
+    for (const res of this.#all) if (!res.writableEnded) return true;
+    return false;
+  }
+
+  #pruneAbandoned(): void {
+    for (const res of this.#abandoned) if (res.writableEnded) this.#abandoned.delete(res);
   }
 
   all(): Iterable<ServerResponse> {

@@ -96,7 +96,13 @@ export class AuditLog {
    * it counts against the per-window allowance (CAPPED_EVENTS_PER_WINDOW).
    */
   record(event: AuditEventInput, options: { capped?: boolean } = {}): void {
-    if (!this.#options.enabled || this.#closed) return;
+    if (!this.#options.enabled) return;
+    if (this.#closed) {
+      // The drain waits for every handler before the log closes, so this is a bug, not a race.
+      this.#counters.droppedWriteFailed++;
+      this.#logThrottled('after-close', 'an audit event was recorded after shutdown began; it is lost', { type: event.type });
+      return;
+    }
     try {
       const nowMs = this.#now();
       this.#rollWindow(nowMs);

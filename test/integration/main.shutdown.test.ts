@@ -18,6 +18,8 @@ import { http } from '../support/client.ts';
 import { agentJwt, hostJwt, newEd25519 } from '../support/keys.ts';
 import { canConnect, freePort, waitFor } from '../support/net.ts';
 import { SERVICE_POLICY } from '../support/policies.ts';
+import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { Redis } from 'ioredis';
 
 const ADMIN_TOKEN = 'shutdown-test-admin-token';
 const SHUTDOWN_TIMEOUT_MS = 5000;
@@ -71,7 +73,7 @@ afterEach(async () => {
  * Starts agentgate as a user would, `npm start` (or `node src/main.ts`), in its own process group,
  * with a catalog whose one capability calls `upstreamUrl`; waits until it answers.
  */
-async function startAgentgate(how: 'npm' | 'node', upstreamUrl: string, shutdownTimeoutMs = SHUTDOWN_TIMEOUT_MS): Promise<Started> {
+async function startAgentgate(how: 'npm' | 'node', upstreamUrl: string, shutdownTimeoutMs = SHUTDOWN_TIMEOUT_MS, env: Record<string, string> = {}): Promise<Started> {
   const dir = await mkdtemp(join(tmpdir(), 'agentgate-shutdown-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const capabilitiesFile = join(dir, 'capabilities.json');
@@ -93,6 +95,7 @@ async function startAgentgate(how: 'npm' | 'node', upstreamUrl: string, shutdown
       POLICY_WATCH: 'false',
       LOG_LEVEL: 'info',
       SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, as a terminal gives a foreground job: Ctrl-C signals the whole group.
@@ -122,8 +125,11 @@ interface Outcome {
   connection?: string | null;
 }
 
-/** Registers an active agent holding `slow` through the admin API and returns a function that executes it. */
-async function slowCaller(base: string): Promise<() => Promise<Outcome>> {
+/**
+ * Registers an active agent holding `slow` through the admin API and returns a function that
+ * executes it (`signal` hangs up the request).
+ */
+async function slowCaller(base: string): Promise<(signal?: AbortSignal) => Promise<Outcome>> {
   const host = await newEd25519();
   const agentKey = await newEd25519();
   const linked = await http('POST', `${base}/admin/hosts`, { token: ADMIN_TOKEN, json: { public_key: host.publicJwk, default_capabilities: ['slow'], user_id: 'user-1' } });
@@ -135,10 +141,10 @@ async function slowCaller(base: string): Promise<() => Promise<Outcome>> {
   expect(registered.json?.status, registered.text).toBe('active');
   const agent = { id: registered.json.agent_id as string, key: agentKey, host };
   const executeUrl = `${base}/capability/execute`;
-  return async () => {
+  return async (signal?: AbortSignal) => {
     try {
       const token = await agentJwt(agent, executeUrl);
-      const res = await http('POST', executeUrl, { token, json: { capability: 'slow', arguments: {} } });
+      const res = await http('POST', executeUrl, { token, json: { capability: 'slow', arguments: {} }, signal });
       return { status: res.status, connection: res.headers.get('connection') };
     } catch (err) {
       return { status: String((err as { cause?: { code?: string } }).cause?.code ?? err) };
@@ -228,5 +234,42 @@ describe('the shutdown timeout', () => {
     expect(started.output()).toMatch(/requests still open at the shutdown timeout; exiting/);
     expect((await held).status).not.toBe(200);
     expect(await portIsFree(started.port)).toBe(true);
+  });
+});
+
+describe('a client that hangs up mid-call', () => {
+  it('an execute whose client hung up still finishes before the store closes, so its audit event is not lost at shutdown', async () => {
+    // The attack is on the audit trail: a caller that hangs up just before a restart would get a
+    // capability run with no record of it, as the drain once waited only for open connections.
+    const redisUrl = await redisUrlForTests();
+    const prefix = uniquePrefix('shutdown-audit');
+    cleanups.push(async () => void (await deletePrefix(redisUrl, prefix)));
+    const upstream = await startUpstream();
+    cleanups.push(() => upstream.close());
+    const started = await startAgentgate('node', upstream.url, SHUTDOWN_TIMEOUT_MS, { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix });
+    const execute = await slowCaller(started.base);
+
+    const hangUp = new AbortController();
+    const abandoned = execute(hangUp.signal);
+    await waitFor(async () => upstream.held() === 1, 5000);
+    hangUp.abort();
+    expect((await abandoned).status).not.toBe(200);
+    started.child.kill('SIGTERM');
+    await waitFor(async () => !(await canConnect(started.port)), 3000);
+    // The connection is gone, but the call is still running: the process waits for it.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect({ exitCode: started.child.exitCode, signalCode: started.child.signalCode }).toEqual({ exitCode: null, signalCode: null });
+
+    upstream.release();
+    expect(await started.exited).toEqual({ code: 0, signal: null });
+    expect(started.output()).not.toMatch(/audit events lost|after shutdown began/);
+    const redis = new Redis(redisUrl, { commandTimeout: 5000, maxRetriesPerRequest: 1 });
+    try {
+      const entries = await redis.xrange(`${prefix}audit`, '-', '+');
+      const events = entries.map(([, fields]) => JSON.parse(fields[1]!) as { type: string; capability?: string; outcome?: string });
+      expect(events.filter((e) => e.type === 'execute.allowed' && e.capability === 'slow')).toHaveLength(1);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

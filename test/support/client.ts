@@ -9,14 +9,17 @@ export interface HttpResult {
   json: any;
 }
 
-export async function http(method: string, url: string, options: { token?: string; json?: unknown; body?: string; headers?: Record<string, string> } = {}): Promise<HttpResult> {
+export async function http(
+  method: string, url: string, options: { token?: string; json?: unknown; body?: string; headers?: Record<string, string>; signal?: AbortSignal | undefined } = {},
+): Promise<HttpResult> {
   const headers: Record<string, string> = { accept: 'application/json', ...(options.headers ?? {}) };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   let body: string | undefined;
   if (options.json !== undefined) body = JSON.stringify(options.json);
   else if (options.body !== undefined) body = options.body;
   if (body !== undefined) headers['content-type'] ??= 'application/json';
-  const res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(10_000) });
+  const timeout = AbortSignal.timeout(10_000);
+  const res = await fetch(url, { method, headers, body, signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout });
   const text = await res.text();
   let json: unknown;
   try {

@@ -199,14 +199,16 @@ describe('the audit log', () => {
     expect(appended).toHaveLength(1);
   });
 
-  it('close writes what is queued; later records are dropped', async () => {
+  it('close writes what is queued; a later record is dropped, counted and logged, never silently', async () => {
     const { store, appended } = fakeStore();
     const log = auditLog(store);
     log.record({ type: 'x.y', actor: 'system' });
     await log.close();
     expect(appended).toHaveLength(1);
-    log.record({ type: 'x.y', actor: 'system' });
+    log.record({ type: 'late.event', actor: 'system' });
     expect(log.queued).toBe(0);
+    expect(log.counters.droppedWriteFailed).toBe(1);
+    expect(logLines.filter((line) => line.includes('after shutdown began') && line.includes('late.event'))).toHaveLength(1);
   });
 
   it('disabled, it records nothing', () => {

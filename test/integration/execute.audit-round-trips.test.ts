@@ -97,6 +97,22 @@ describe('Redis round trips of execute with the audit trail on', () => {
     expect(roundTrips).toEqual([1]);
     expect(commands.filter((command) => command.name === 'XADD').map((command) => command.event)).toEqual([expect.stringContaining('"type":"execute.allowed"')]);
   });
+
+  it('the events of a batch are appended by one command in the next round trip, not one command each', async () => {
+    const agent = await c.activeAgent(['echo']);
+    const calls = ['a', 'b', 'c'].map((id) => ({ id, capability: 'echo', arguments: {} }));
+    expect((await c.batchExecute(agent, calls)).status).toBe(200);
+    const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'echo', {}));
+    expect(res.status, res.text).toBe(200);
+    expect(roundTrips).toEqual([1]);
+    expect(commands.some((command) => command.name === 'XADD')).toBe(false);
+    // The execute script, the two budgets, and one script call that appends the three events.
+    const scripts = commands.filter((command) => command.name === 'EVALSHA');
+    expect(scripts).toHaveLength(4);
+    expect(scripts.filter((command) => command.key === `${server.config.REDIS_KEY_PREFIX}audit`)).toHaveLength(1);
+    const trail = await c.admin('GET', `/admin/audit?agent_id=${agent.id}&type=execute`);
+    expect(trail.json.events.map((event: { type: string }) => event.type)).toEqual(['execute.allowed', 'execute.allowed', 'execute.allowed', 'execute.allowed']);
+  });
 });
 
 describe('the idle flush', () => {

@@ -281,3 +281,20 @@ describe('redis store: a malformed stored record throws instead of being served'
     await expect(store.getAgent(snapshot.agent.id)).rejects.toThrow(/malformed/);
   });
 });
+
+describe('redis store: an audit append Redis refuses says so per event, never throws', () => {
+  const record = (n: number) => ({ at: '2026-11-24T00:00:00.000Z', type: 'test.event', actor: 'system' as const, n });
+
+  it('one event (XADD) and several (one script call) answer false for each when the stream key holds another type', async () => {
+    const url = await redisUrlForTests();
+    const keyPrefix = uniquePrefix('audit-refused');
+    opened.push({ close: () => deletePrefix(url, keyPrefix).then(() => undefined) });
+    const store = await storeOn(url, keyPrefix);
+    await rawClient(url).set(keyLayout(keyPrefix).auditStream, 'not a stream');
+    expect(await store.appendAuditEvents([record(1)], 100)).toEqual([false]);
+    expect(await store.appendAuditEvents([record(1), record(2), record(3)], 100)).toEqual([false, false, false]);
+    await rawClient(url).del(keyLayout(keyPrefix).auditStream);
+    expect(await store.appendAuditEvents([record(1), record(2), record(3)], 100)).toEqual([true, true, true]);
+    expect((await store.readAuditEvents(null, 10)).map((event) => event.n)).toEqual([3, 2, 1]);
+  });
+});

@@ -22,6 +22,7 @@ const MAX_FORGOTTEN_CONSUMERS = 100;
 
 type StreamEntry = [id: string, fields: string[]];
 type HoldScript = (key: string, ...args: string[]) => Promise<unknown>;
+type AppendScript = (key: string, ...args: string[]) => Promise<unknown>;
 
 /** RedisSideRecords extends this class, and RedisStore extends that, so these need no forwarding. */
 export class RedisAuditRecords {
@@ -34,14 +35,22 @@ export class RedisAuditRecords {
   }
 
   /**
-   * Not async on purpose: every XADD is issued before this returns, so in the tick of the hot
-   * path's round trip they join its auto-pipeline (no round trip of their own).
+   * Not async on purpose: the command is issued before this returns, so in the tick of the hot
+   * path's round trip it joins its auto-pipeline (no round trip of its own). One event is one
+   * XADD; several are one script call that XADDs each (audit-scripts.ts), not one command each.
    */
   appendAuditEvents(records: readonly AuditRecord[], maxEvents: number): Promise<boolean[]> {
     if (!Number.isSafeInteger(maxEvents) || maxEvents < 1) return Promise.reject(new Error(`maxEvents must be a positive integer, got ${maxEvents}`));
+    if (records.length === 0) return Promise.resolve([]);
     const maxLength = String(maxEvents);
-    const writes = records.map((record) => this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', EVENT_FIELD, JSON.stringify(record)));
-    return Promise.allSettled(writes).then((results) => results.map((result) => result.status === 'fulfilled'));
+    if (records.length === 1) {
+      return this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', EVENT_FIELD, JSON.stringify(records[0])).then(() => [true], () => [false]);
+    }
+    const scripts = this.#connection as unknown as { agentgateAuditAppend: AppendScript };
+    return scripts.agentgateAuditAppend(this.#key, maxLength, EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
+      (written) => records.map((_, i) => Array.isArray(written) && written[i] === 1),
+      () => records.map(() => false),
+    );
   }
 
   async readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]> {

@@ -4,6 +4,8 @@
 // NOSCRIPT. Values written by TypeScript (numbers as decimal strings, JSON) are stored as given;
 // the scripts only compare numbers, they never format them.
 
+import { AUDIT_APPEND, AUDIT_FORGET_CONSUMERS, AUDIT_HOLD } from './audit-scripts.ts';
+
 /** A script as ioredis `defineCommand` takes it. */
 export interface ScriptDefinition {
   numberOfKeys: number;
@@ -319,58 +321,6 @@ return host[3]
 `,
 };
 
-/**
- * Renews or gives back a forwarder's hold on audit events, but only on those it still holds (one
- * taken over by another forwarder stays theirs). KEYS: audit stream. ARGV: group, consumer, idle ms
- * to set (0 renews; a large value gives back, as any forwarder may take over an event idle that
- * long), then ids. Returns the ids it applied to. XPENDING is asked per id (a batch is at most
- * MAX_AUDIT_READ ids), and a stream or group that does not exist yet holds nothing.
- */
-export const AUDIT_HOLD: ScriptDefinition = {
-  numberOfKeys: 1,
-  lua: `
-local mine = {}
-for i = 4, #ARGV do
-  local entry = redis.pcall('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if type(entry) == 'table' and entry.err then return {} end
-  if entry[1] and entry[1][2] == ARGV[2] then mine[#mine + 1] = ARGV[i] end
-end
-if #mine == 0 then return mine end
-local args = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], '0'}
-for _, id in ipairs(mine) do args[#args + 1] = id end
-args[#args + 1] = 'IDLE'
-args[#args + 1] = ARGV[3]
-args[#args + 1] = 'JUSTID'
-redis.call(unpack(args))
-return mine
-`,
-};
-
-/**
- * Removes forwarders of the audit group that hold nothing and have not been seen for a while (an
- * instance that restarted comes back under a new name), so the group's consumer list stays small.
- * Checked and removed in one step, so a forwarder cannot take an event between the two. KEYS:
- * audit stream. ARGV: group, idle ms, most to remove. Returns how many it removed.
- */
-export const AUDIT_FORGET_CONSUMERS: ScriptDefinition = {
-  numberOfKeys: 1,
-  lua: `
-local consumers = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
-if type(consumers) == 'table' and consumers.err then return 0 end
-local removed = 0
-for _, consumer in ipairs(consumers) do
-  if removed >= tonumber(ARGV[3]) then break end
-  local info = {}
-  for i = 1, #consumer, 2 do info[consumer[i]] = consumer[i + 1] end
-  if tonumber(info['pending']) == 0 and tonumber(info['idle']) > tonumber(ARGV[2]) then
-    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
-    removed = removed + 1
-  end
-end
-return removed
-`,
-};
-
 /** Every script, by the command name ioredis registers it under. */
 export const SCRIPTS = {
   agentgateGetAgent: GET_AGENT,
@@ -386,6 +336,7 @@ export const SCRIPTS = {
   agentgateUpdateHost: UPDATE_HOST,
   agentgateRotateHostKey: ROTATE_HOST_KEY,
   agentgateDeleteIfValue: DELETE_IF_VALUE,
+  agentgateAuditAppend: AUDIT_APPEND,
   agentgateAuditHold: AUDIT_HOLD,
   agentgateAuditForgetConsumers: AUDIT_FORGET_CONSUMERS,
 } as const satisfies Record<string, ScriptDefinition>;

@@ -147,7 +147,12 @@ function gateCommand(runtime: string): { node: string; script: string; env: Reco
 function startProcess(script: string, env: Record<string, string>, node = process.execPath, nodeArgs: string[] = []): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(node, [...nodeArgs, script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-    const timer = setTimeout(() => reject(new Error(`${script} did not start within 15 s`)), 15_000);
+    // A child that never says where it listens (LOG_LEVEL above info hides agentgate's start-up
+    // line, say) is killed, not left serving as an orphan after the benchmark gives up.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script} did not start within 15 s (agentgate needs LOG_LEVEL info or debug to say where it listens)`));
+    }, 15_000);
     let partialLine = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       const lines = (partialLine + chunk.toString()).split('\n');

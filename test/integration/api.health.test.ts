@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http } from '../support/client.ts';
-import { freePort } from '../support/net.ts';
+import { freePort, startupLine } from '../support/net.ts';
 import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -71,18 +71,7 @@ describe('the start-up line', () => {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     try {
-      const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('no start-up line within 15 s')), 15_000);
-        let buffered = '';
-        child.stdout!.on('data', (chunk: Buffer) => {
-          buffered += chunk.toString();
-          const found = buffered.split('\n').find((l) => l.includes('"msg":"agentgate listening"'));
-          if (found) {
-            clearTimeout(timer);
-            resolve(JSON.parse(found) as Record<string, unknown>);
-          }
-        });
-      });
+      const line = await startupLine(child);
       expect(line).toMatchObject({
         port,
         store: 'memory (nothing survives a restart)',

@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { freePort } from '../support/net.ts';
+import { freePort, startupLine } from '../support/net.ts';
 import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -185,18 +185,7 @@ describe('metrics on METRICS_PORT (src/main.ts)', () => {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     children.push(child);
-    return new Promise<Record<string, unknown>>((resolveLine, reject) => {
-      const timer = setTimeout(() => reject(new Error('no start-up line within 15 s')), 15_000);
-      let buffered = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        buffered += chunk.toString();
-        const found = buffered.split('\n').find((l) => l.includes('"msg":"agentgate listening"'));
-        if (found) {
-          clearTimeout(timer);
-          resolveLine(JSON.parse(found) as Record<string, unknown>);
-        }
-      });
-    });
+    return startupLine(child);
   };
 
   it('with METRICS_PORT, /metrics is served on that port to anyone who reaches it, and not on the main port', async () => {

@@ -1,4 +1,5 @@
 // Small networking helpers for tests and benchmarks that start their own processes.
+import type { ChildProcess } from 'node:child_process';
 import { connect, createServer } from 'node:net';
 
 /** A free loopback port (closed again at once; the caller binds it). */
@@ -32,4 +33,24 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000)
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out after ${timeoutMs} ms`);
+}
+
+/**
+ * Resolves with agentgate's start-up line ("agentgate listening", parsed) from a child started with
+ * LOG_LEVEL info and its stdout piped; rejects if none comes within `timeoutMs`.
+ */
+export function startupLine(child: ChildProcess, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start-up line within ${timeoutMs} ms`)), timeoutMs);
+    let partialLine = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      const lines = (partialLine + chunk.toString()).split('\n');
+      partialLine = lines.pop() ?? '';
+      const found = lines.find((line) => line.includes('"msg":"agentgate listening"'));
+      if (found) {
+        clearTimeout(timer);
+        resolve(JSON.parse(found) as Record<string, unknown>);
+      }
+    });
+  });
 }

@@ -5,16 +5,7 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ed25519PublicKeyProblem } from '../../src/auth/ed25519-point.ts';
-
-const P = 2n ** 255n - 19n;
-const mod = (a: bigint) => ((a % P) + P) % P;
-function pow(base: bigint, exponent: bigint): bigint {
-  let result = 1n;
-  for (let b = mod(base), e = exponent; e > 0n; e >>= 1n, b = (b * b) % P) if (e & 1n) result = (result * b) % P;
-  return result;
-}
-const inv = (a: bigint) => pow(a, P - 2n);
-const D = mod(-121665n * inv(121666n));
+import { D, inv, mod, P, pow } from '../support/ed25519-field.ts';
 
 /** The independent check: works on y alone, with affine formulas and Euler's criterion. */
 const reference = {

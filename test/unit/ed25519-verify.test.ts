@@ -15,6 +15,7 @@ import {
   sodiumVerifier,
   type Ed25519Verifier,
 } from '../../src/auth/ed25519-verify.ts';
+import { D, inv, L, mod, P, pow, SQRT_M1 } from '../support/ed25519-field.ts';
 
 const hex = (text: string) => Uint8Array.from(Buffer.from(text, 'hex'));
 const toHex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
@@ -75,19 +76,6 @@ function rawNodeCrypto(publicKey: Uint8Array, message: Uint8Array, signature: Ui
 // ---------------------------------------------------------------------------------------------
 // Independent curve arithmetic (RFC 8032 §5.1), used to build signatures that satisfy the
 // cofactorless equation [S]B = R + [h]A under keys or with R values a strict verifier refuses.
-
-const P = 2n ** 255n - 19n;
-/** The prime order of the base point, L = 2^252 + 27742317777372353535851937790883648493. */
-const L = 2n ** 252n + 27742317777372353535851937790883648493n;
-const mod = (a: bigint) => ((a % P) + P) % P;
-function pow(base: bigint, exponent: bigint): bigint {
-  let result = 1n;
-  for (let b = mod(base), e = exponent; e > 0n; e >>= 1n, b = (b * b) % P) if (e & 1n) result = (result * b) % P;
-  return result;
-}
-const inv = (a: bigint) => pow(a, P - 2n);
-const D = mod(-121665n * inv(121666n));
-const SQRT_M1 = pow(2n, (P - 1n) / 4n);
 
 /** Extended twisted Edwards coordinates: x = X/Z, y = Y/Z, xy = T/Z. */
 interface Point {

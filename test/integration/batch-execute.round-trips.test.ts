@@ -7,8 +7,8 @@
 // one pipeline, and nothing else. Redis standalone. The audit trail is off here, so the counts are
 // the hot path's own (execute.audit-round-trips.test.ts measures them with it on).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, type HttpResult } from '../support/client.ts';
-import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { Client } from '../support/client.ts';
+import { measureWire, startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
 import { redisUrlForTests } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -37,22 +37,6 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-/** Lets anything sent after the response (fire-and-forget work) reach the proxy before we look. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
-
-/** What one call sent: the commands with their first key, and the round trips per connection. */
-async function measure(call: () => Promise<HttpResult>) {
-  await settle();
-  proxy.reset();
-  const res = await call();
-  await settle();
-  return {
-    res,
-    commands: proxy.commands.map((command) => ({ name: command.name, key: command.name === 'EVALSHA' ? command.args[2] : command.args[0], args: command.args })),
-    roundTrips: [...proxy.roundTrips().values()],
-  };
-}
-
 /** Ten items: allowed and refused ones, over two capabilities. */
 const TEN_ITEMS = Array.from({ length: 10 }, (_, i) => (i % 2 === 0
   ? { id: `t${i}`, capability: 'transfer_money', arguments: { amount: i % 4 === 0 ? 250 : 5000, currency: 'USD' } }
@@ -65,7 +49,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     expect((await c.batchExecute(agent, TEN_ITEMS)).status).toBe(200);
 
     for (let i = 0; i < 3; i++) {
-      const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, TEN_ITEMS));
+      const { res, commands, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, TEN_ITEMS));
       expect(res.status, res.text).toBe(200);
       expect((res.json.responses as Array<{ status: string }>).map((item) => item.status)).toEqual(
         TEN_ITEMS.map((item, index) => (item.capability === 'transfer_money' && index % 4 !== 0 ? 'failed' : 'completed')),
@@ -89,7 +73,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     const agent = await c.activeAgent([CONSTRAINED]);
     expect((await c.batchExecute(agent, [{ capability: 'transfer_money', arguments: { amount: 1 } }])).status).toBe(200);
     const refused = Array.from({ length: 10 }, () => ({ capability: 'transfer_money', arguments: { amount: 5000, currency: 'USD' } }));
-    const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, refused));
+    const { res, commands, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, refused));
     expect(res.status, res.text).toBe(200);
     expect((res.json.responses as Array<{ status: string }>).every((item) => item.status === 'failed')).toBe(true);
     expect(roundTrips).toEqual([1]);
@@ -100,7 +84,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     const agent = await c.activeAgent([CONSTRAINED, 'echo']);
     expect((await c.batchExecute(agent, TEN_ITEMS)).status).toBe(200);
     server.app.deps.keys.invalidate(agent.id);
-    const { res, roundTrips } = await measure(() => c.batchExecute(agent, TEN_ITEMS));
+    const { res, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, TEN_ITEMS));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([2]);
   });
@@ -109,7 +93,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     const agent = await c.activeAgent(['metered']);
     const items = Array.from({ length: 10 }, (_, i) => ({ id: `m${i}`, capability: 'metered' }));
     expect((await c.batchExecute(agent, items)).status).toBe(200);
-    const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, items));
+    const { res, commands, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, items));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([1]);
     expect(commands).toHaveLength(13);

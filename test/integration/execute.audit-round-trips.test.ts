@@ -6,7 +6,7 @@
 // later, well after any 50 ms settle.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, type HttpResult } from '../support/client.ts';
-import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { measureWire, startRedisProxy, type ProxiedCommand, type RedisProxy } from '../support/redis-proxy.ts';
 import { redisUrlForTests } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -25,24 +25,11 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** What one call sent: its commands (name, first key, the XADD's event JSON) and round trips per connection. */
-async function measure(call: () => Promise<HttpResult>) {
-  await sleep(50);
-  proxy.reset();
-  const res = await call();
-  await sleep(50);
-  return {
-    res,
-    commands: proxy.commands.map((command) => ({
-      name: command.name,
-      key: command.name === 'EVALSHA' ? command.args[2] : command.args[0],
-      // XADD key MAXLEN ~ n * e <json>: the event (its first 200 bytes, as the proxy records it).
-      event: command.name === 'XADD' ? (command.args[6] ?? '') : '',
-      roundTrip: command.roundTrip,
-    })),
-    roundTrips: [...proxy.roundTrips().values()],
-  };
-}
+/** An XADD's event JSON (XADD key MAXLEN ~ n * e <json>; its first 200 bytes, as the proxy records it). */
+const eventOf = (command: ProxiedCommand): string => command.args[6] ?? '';
+
+/** What one call sent, measured on the wire. */
+const measure = (call: () => Promise<HttpResult>) => measureWire(proxy, call);
 
 describe('Redis round trips of execute with the audit trail on', () => {
   let server: TestServer;
@@ -70,8 +57,8 @@ describe('Redis round trips of execute with the audit trail on', () => {
       const appends = commands.filter((command) => command.name === 'XADD');
       expect(appends).toHaveLength(1);
       expect(appends[0]!.key).toBe(`${server.config.REDIS_KEY_PREFIX}audit`);
-      expect(appends[0]!.event).toContain(`"type":"${previous}"`);
-      expect(appends[0]!.event).toContain(agent.id);
+      expect(eventOf(appends[0]!)).toContain(`"type":"${previous}"`);
+      expect(eventOf(appends[0]!)).toContain(agent.id);
       // Sent together: one round trip holds the script, the budgets and the append.
       expect(new Set(commands.map((command) => command.roundTrip))).toEqual(new Set([1]));
       previous = args === ALLOWED ? 'execute.allowed' : 'execute.refused';
@@ -95,7 +82,7 @@ describe('Redis round trips of execute with the audit trail on', () => {
     const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, calls));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([1]);
-    expect(commands.filter((command) => command.name === 'XADD').map((command) => command.event)).toEqual([expect.stringContaining('"type":"execute.allowed"')]);
+    expect(commands.filter((command) => command.name === 'XADD').map(eventOf)).toEqual([expect.stringContaining('"type":"execute.allowed"')]);
   });
 
   it('the events of a batch are appended by one command in the next round trip, not one command each', async () => {

@@ -9,7 +9,7 @@
 // appends ride in these same round trips.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
-import { startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { measureWire, startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
 import { redisUrlForTests } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -30,22 +30,6 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-/** Lets anything sent after the response (fire-and-forget work) reach the proxy before we look. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
-
-/** What one call sent: the commands with their first key, and the round trips per connection. */
-async function measure(call: () => Promise<{ status: number; text: string }>) {
-  await settle();
-  proxy.reset();
-  const res = await call();
-  await settle();
-  return {
-    res,
-    commands: proxy.commands.map((command) => ({ name: command.name, key: command.name === 'EVALSHA' ? command.args[2] : command.args[0] })),
-    roundTrips: [...proxy.roundTrips().values()],
-  };
-}
-
 describe('Redis round trips of POST /capability/execute', () => {
   it('an allowed execute with a constrained grant is one round trip: the execute script and the agent and host budgets, pipelined', async () => {
     const agent = await c.activeAgent([CONSTRAINED]);
@@ -53,7 +37,7 @@ describe('Redis round trips of POST /capability/execute', () => {
     expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
 
     for (let i = 0; i < 5; i++) {
-      const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
+      const { res, commands, roundTrips } = await measureWire(proxy, () => c.execute(agent, 'transfer_money', ALLOWED));
       expect(res.status, res.text).toBe(200);
       expect(roundTrips).toEqual([1]);
       expect(commands).toHaveLength(3);
@@ -68,7 +52,7 @@ describe('Redis round trips of POST /capability/execute', () => {
   it('a constraint-violating execute costs the same single round trip (the jti is burnt and the budgets spent)', async () => {
     const agent = await c.activeAgent([CONSTRAINED]);
     expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
-    const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', { amount: 5000, currency: 'USD' }));
+    const { res, commands, roundTrips } = await measureWire(proxy, () => c.execute(agent, 'transfer_money', { amount: 5000, currency: 'USD' }));
     expect(res.status, res.text).toBe(403);
     expect(roundTrips).toEqual([1]);
     expect(commands).toHaveLength(3);
@@ -78,7 +62,7 @@ describe('Redis round trips of POST /capability/execute', () => {
     const agent = await c.activeAgent([CONSTRAINED]);
     expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
     server.app.deps.keys.invalidate(agent.id);
-    const { res, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
+    const { res, roundTrips } = await measureWire(proxy, () => c.execute(agent, 'transfer_money', ALLOWED));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([2]);
   });
@@ -101,7 +85,7 @@ describe('a capability with a budget of its own (catalog rateLimit)', () => {
   it('spends that budget in the same round trip: four commands, one pipeline', async () => {
     const agent = await client.activeAgent(['metered']);
     expect((await client.execute(agent, 'metered', {})).status).toBe(200);
-    const { res, commands, roundTrips } = await measure(() => client.execute(agent, 'metered', {}));
+    const { res, commands, roundTrips } = await measureWire(proxy, () => client.execute(agent, 'metered', {}));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([1]);
     expect(commands.map((command) => command.name)).toEqual(['EVALSHA', 'EVALSHA', 'EVALSHA', 'EVALSHA']);

@@ -14,6 +14,8 @@ export interface ProxiedCommand {
   /** The command name, upper case, and its arguments (each cut to its first 200 bytes). */
   name: string;
   args: string[];
+  /** The first key it names: a script's first KEYS entry, else the first argument. */
+  key: string | undefined;
 }
 
 export interface RedisProxy {
@@ -27,6 +29,21 @@ export interface RedisProxy {
 }
 
 const MAX_RECORDED_ARG_BYTES = 200;
+
+/** Lets anything sent after a response (fire-and-forget work) reach the proxy before a test looks. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+/**
+ * What one call sent to Redis through `proxy`: its commands, and the round trips per connection.
+ * Whatever earlier calls sent after their responses is let through and forgotten first.
+ */
+export async function measureWire<T>(proxy: RedisProxy, call: () => Promise<T>): Promise<{ res: T; commands: ProxiedCommand[]; roundTrips: number[] }> {
+  await settle();
+  proxy.reset();
+  const res = await call();
+  await settle();
+  return { res, commands: [...proxy.commands], roundTrips: [...proxy.roundTrips().values()] };
+}
 
 export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> {
   const upstream = new URL(upstreamUrl);
@@ -46,7 +63,10 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
       if (awaitingClient) roundTripCounts.set(connection, (roundTripCounts.get(connection) ?? 0) + 1);
       awaitingClient = false;
       const roundTrip = roundTripCounts.get(connection)!;
-      for (const [name, ...args] of parser.push(chunk)) commands.push({ connection, roundTrip, name: name!.toUpperCase(), args });
+      for (const [name, ...args] of parser.push(chunk)) {
+        const upper = name!.toUpperCase();
+        commands.push({ connection, roundTrip, name: upper, args, key: upper === 'EVALSHA' || upper === 'EVAL' ? args[2] : args[0] });
+      }
       redis.write(chunk);
     });
     redis.on('data', (chunk: Buffer) => {

@@ -118,9 +118,11 @@ export function buildApp(input: AppDependencies): App {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  // A hop count or the proxies' addresses (config.ts): req.ip is then the rightmost address no
+  // trusted proxy wrote, so entries a client put in front of X-Forwarded-For change nothing.
   app.set('trust proxy', config.TRUST_PROXY);
   // First: the request id (X-Request-Id), the request's context, and its access line and metrics.
-  app.use(accessLog({ logger, metrics, trustProxy: config.TRUST_PROXY }));
+  app.use(accessLog({ logger, metrics, trustProxy: config.TRUST_PROXY !== false }));
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
   app.use(bodyDepthLimit(config.MAX_JSON_DEPTH));
   // The capability routes first: execute is the hot path, and every router a request passes

@@ -1,5 +1,6 @@
 // All configuration comes from the environment through this one schema. Every problem is reported
 // at once, so an operator fixes a bad deployment in one pass. Each variable has a README line.
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** true/false, 1/0, yes/no, on/off, enabled/disabled (any case); anything else is refused. */
@@ -12,6 +13,44 @@ const csv = <T extends string>(values: readonly [T, ...T[]]) =>
     .pipe(z.array(z.enum(values)).min(1));
 
 const seconds = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+/** The proxies whose X-Forwarded-For entries are believed: none, a hop count, or their addresses. */
+export type TrustedProxies = false | number | string[];
+
+/** The names Express's `trust proxy` knows for address ranges (proxy-addr). */
+const NAMED_PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An IP address, an address/prefix network, or one of NAMED_PROXY_RANGES. */
+function isProxyAddress(entry: string): boolean {
+  if (NAMED_PROXY_RANGES.has(entry)) return true;
+  const [address = '', prefix, extra] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+/**
+ * TRUST_PROXY: `false` (or 0), the number of proxies in front of agentgate, or a comma-separated
+ * list of their addresses and networks. `true` is refused: it would believe every hop, so the
+ * client address would be whatever the client itself wrote first in X-Forwarded-For.
+ */
+const trustedProxies = z.string().transform((text, ctx): TrustedProxies => {
+  const value = text.trim();
+  if (/^(false|no|off|0)$/i.test(value)) return false;
+  if (/^\d{1,2}$/.test(value)) return Number(value);
+  if (/^(true|yes|on)$/i.test(value)) {
+    ctx.addIssue({ code: 'custom', message: 'true would trust whatever a client writes in X-Forwarded-For; give the number of proxies in front of agentgate (e.g. 1) or their addresses (e.g. 10.0.0.0/8, loopback)' });
+    return false;
+  }
+  const entries = value.split(',').map((e) => e.trim()).filter(Boolean);
+  const bad = entries.filter((e) => !isProxyAddress(e));
+  if (entries.length === 0 || bad.length > 0) {
+    ctx.addIssue({ code: 'custom', message: `must be false, a number of proxies, or a list of proxy addresses and networks (address, address/prefix, loopback, linklocal, uniquelocal); not ${bad.map((b) => JSON.stringify(b)).join(', ') || 'empty'}` });
+    return false;
+  }
+  return entries;
+});
 
 const schema = z
   .object({
@@ -82,6 +121,12 @@ const schema = z
      * by every instance), which a reader of Redis could also read; set it to keep codes secret from them.
      */
     USER_CODE_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
+    /**
+     * Key the sign-in cookies are sealed with (a sign-in in progress, the sign-in form's CSRF
+     * token): nothing is stored for a visitor before a sign-in completes. Unset: one random key kept
+     * in the store, shared by every instance.
+     */
+    SIGN_IN_COOKIE_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
 
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
     KEY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
@@ -93,7 +138,8 @@ const schema = z
     RATE_LIMIT_STATUS_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
     RATE_LIMIT_IP_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
     RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(20),
-    TRUST_PROXY: bool.default(false),
+    /** Which proxies' X-Forwarded-For entries decide the client address (the rightmost untrusted one). */
+    TRUST_PROXY: trustedProxies.default(false),
     /** Registrations (of any host) per client address per hour: caps what one address can create. */
     RATE_LIMIT_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(1000),
 
@@ -109,9 +155,11 @@ const schema = z
     /** Time one decision's plugin operators may take together before they count as violations. */
     PLUGIN_BUDGET_MS: z.coerce.number().int().min(1).max(10_000).default(50),
     /** Worker threads that run plugin operators (off the event loop, so a slow one stops nothing else). */
-    PLUGIN_WORKERS: z.coerce.number().int().min(1).max(64).default(1),
+    PLUGIN_WORKERS: z.coerce.number().int().min(1).max(64).default(2),
     /** Decisions that may wait for a plugin worker; beyond it executes are refused with 503. */
     PLUGIN_QUEUE_MAX: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+    /** How long a grant whose plugin operators overran PLUGIN_BUDGET_MS has them refused without running. */
+    PLUGIN_TRIP_SECONDS: seconds(1, 86_400).default(60),
 
     /** Longest time a client may take to send the request headers. */
     HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
@@ -137,6 +185,10 @@ const schema = z
     AUDIT_ENABLED: bool.default(true),
     /** Events the trail keeps (a Redis stream trimmed with MAXLEN ~, or the memory store's ring). */
     AUDIT_MAX_EVENTS: z.coerce.number().int().min(1000).max(100_000_000).default(100_000),
+    /** Events older than this are dropped from the trail (the count bound above applies too). */
+    AUDIT_MAX_AGE_SECONDS: seconds(3600, 315_360_000).default(2_592_000),
+    /** Repeated refusals of one caller within this window become one event with a count. */
+    AUDIT_AGGREGATE_WINDOW_SECONDS: seconds(1, 3600).default(60),
     /** Longest an event waits in the in-process queue when no execute carries it: what a crash can lose. */
     AUDIT_FLUSH_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
     /** Events the in-process queue holds; when full, the oldest are dropped (and counted). */
@@ -215,6 +267,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
   }
   const raw = parsed.data;
-  const issuer = (raw.ISSUER ?? `http://127.0.0.1:${raw.PORT}`).replace(/\/+$/, '');
+  // A host name, not 127.0.0.1: WebAuthn never accepts an IP address as relying-party id, so with
+  // this default the quick start's approval page can use passkeys. It still listens on HOST.
+  const issuer = (raw.ISSUER ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, '');
   return { ...raw, issuer, executeUrl: `${issuer}/capability/execute` };
 }

@@ -23,3 +23,26 @@ describe('configuration', () => {
     expect(problems).toMatch(/PORT/);
   });
 });
+
+describe('TRUST_PROXY', () => {
+  it.each([['false', false], ['0', false], ['1', 1], ['2', 2], ['loopback', ['loopback']], ['10.0.0.0/8, 192.0.2.1', ['10.0.0.0/8', '192.0.2.1']], ['::1, fd00::/8', ['::1', 'fd00::/8']]])(
+    'reads %s as %j',
+    (text, value) => {
+      expect(loadConfig({ TRUST_PROXY: text }).TRUST_PROXY).toEqual(value);
+    },
+  );
+
+  it('refuses true, which would believe whatever a client writes first in X-Forwarded-For', () => {
+    expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow(/TRUST_PROXY: true would trust whatever a client writes/);
+  });
+
+  it.each(['10.0.0.0/33', 'proxy.example', '10.0.0.1/8/1', 'loopback, nonsense'])('refuses the entry %s', (text) => {
+    expect(() => loadConfig({ TRUST_PROXY: text })).toThrow(/TRUST_PROXY: must be false, a number of proxies/);
+  });
+});
+
+describe('ISSUER', () => {
+  it('defaults to a host name (localhost), which WebAuthn accepts as relying-party id, on PORT', () => {
+    expect(loadConfig({ PORT: '4100' }).issuer).toBe('http://localhost:4100');
+  });
+});

@@ -232,12 +232,13 @@ export interface Store {
   // ---- audit trail (issue 17 point 3) -----------------------------------------------------------
   /**
    * Appends events, oldest first, keeping about the newest `maxEvents` (Redis trims approximately:
-   * never fewer, at most about one stream node more). Every write is issued before the method
-   * first awaits, so a caller in the same tick as executeRoundTrip shares its pipeline. Each event
-   * gets an id `<ms>-<sequence>` that orders the trail. Settles once every write has; the result
-   * says, per event, whether it was written.
+   * never fewer, at most about one stream node more), and, when `maxAgeMs` is given, dropping
+   * events older than that. Every write is issued before the method first awaits, so a caller in
+   * the same tick as executeRoundTrip shares its pipeline. Each event gets an id `<ms>-<sequence>`
+   * that orders the trail. Settles once every write has; the result says, per event, whether it was
+   * written.
    */
-  appendAuditEvents(records: readonly AuditRecord[], maxEvents: number): Promise<boolean[]>;
+  appendAuditEvents(records: readonly AuditRecord[], maxEvents: number, maxAgeMs?: number): Promise<boolean[]>;
   /** Up to `count` events, newest first, strictly older than the id `beforeId` (null: from the newest). */
   readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]>;
   /**

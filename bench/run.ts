@@ -192,14 +192,17 @@ async function post(url: string, token: string, body: unknown): Promise<{ status
 
 async function provision(base: string): Promise<BenchAgent[]> {
   const host = await newEd25519();
-  const created = await post(`${base}/admin/hosts`, ADMIN_TOKEN, { public_key: host.publicJwk, default_capabilities: [CAPABILITY], user_id: 'bench' });
+  // transfer_money needs presence, so no host default grants it: the admin approves each agent.
+  const created = await post(`${base}/admin/hosts`, ADMIN_TOKEN, { public_key: host.publicJwk, default_capabilities: [], user_id: 'bench' });
   if (created.status !== 201) throw new Error(`host provisioning failed: ${JSON.stringify(created)}`);
   const agents: BenchAgent[] = [];
   for (let i = 0; i < AGENT_COUNT; i++) {
     const key: TestKey = await newEd25519();
     const token = await hostJwt(host, base, { agentKey: key });
     const reg = await post(`${base}/agent/register`, token, { name: `bench-${i}`, mode: 'delegated', capabilities: [{ name: CAPABILITY, constraints: CONSTRAINTS }] });
-    if (reg.status !== 200 || reg.json.status !== 'active') throw new Error(`agent provisioning failed: ${JSON.stringify(reg)}`);
+    if (reg.status !== 200 || reg.json.status !== 'pending') throw new Error(`agent provisioning failed: ${JSON.stringify(reg)}`);
+    const approved = await post(`${base}/admin/agents/${reg.json.agent_id}/approve`, ADMIN_TOKEN, { user_id: 'bench' });
+    if (approved.status !== 200 || approved.json.status !== 'active') throw new Error(`agent approval failed: ${JSON.stringify(approved)}`);
     agents.push({ id: reg.json.agent_id, privateKey: KeyObject.from(key.privateKey as Parameters<typeof KeyObject.from>[0]), hostThumbprint: host.thumbprint });
   }
   return agents;
@@ -275,9 +278,11 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
   const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
   // A throwaway prefix the test support may delete afterwards (it refuses any other).
   const prefix = uniquePrefix('bench');
+  const gatePort = await freePort();
   const gate = await startProcess(command.script, {
     ...command.env,
-    PORT: String(await freePort()), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
+    // The benchmark signs for the address it calls; the default issuer is a host name (localhost).
+    PORT: String(gatePort), ISSUER: `http://127.0.0.1:${gatePort}`, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
     RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000', WORKERS: String(WORKERS),
     ...GATE_ENV,
   }, command.node, nodeArgs);

@@ -50,6 +50,13 @@ export interface Capability extends CapabilityDefinition {
   validateInput: ValidateFunction | null;
   /** Top-level fields the input schema types as number/integer (for numeric-string coercion). */
   numericFields: ReadonlySet<string>;
+  /** The arguments the input schema declares (`properties`): the only names a constraint may use. */
+  declaredArguments: ReadonlySet<string>;
+  /**
+   * Whether arguments outside `declaredArguments` are refused. A schema that lists properties is
+   * closed unless it says `additionalProperties` itself; a schema that lists none takes anything.
+   */
+  closed: boolean;
 }
 
 export class Catalog {
@@ -72,6 +79,9 @@ export class Catalog {
     return this.get(name) !== undefined;
   }
 
+  /** The arguments a capability declares; undefined when the catalog has no such capability. */
+  readonly declaredArguments = (name: string): ReadonlySet<string> | undefined => this.get(name)?.declaredArguments;
+
   /** Every enabled capability in catalog order. */
   list(): Capability[] {
     return [...this.byName.values()].filter((c) => !this.disabled.has(c.name));
@@ -84,6 +94,18 @@ export class Catalog {
     else this.disabled.delete(name);
     return true;
   }
+}
+
+/**
+ * The schema execute validates with: one that lists properties is closed unless it says otherwise,
+ * so an argument nobody declared (a look-alike of a declared name, say) is refused rather than
+ * passed to the capability beside the constrained one.
+ */
+function closedSchema(input: Record<string, unknown>): { schema: Record<string, unknown>; closed: boolean } {
+  const listsProperties = input.properties !== null && typeof input.properties === 'object';
+  if (!listsProperties) return { schema: input, closed: false };
+  if (Object.hasOwn(input, 'additionalProperties')) return { schema: input, closed: input.additionalProperties === false };
+  return { schema: { ...input, additionalProperties: false }, closed: true };
 }
 
 function numericFieldsOf(input: Record<string, unknown> | undefined): Set<string> {
@@ -103,12 +125,15 @@ export function buildCatalog(definitions: CapabilityDefinition[]): Catalog {
   const ajv = new Ajv({ allErrors: false, strict: false });
   const capabilities = definitions.map((definition): Capability => {
     let validateInput: ValidateFunction | null = null;
+    const { schema, closed } = definition.input ? closedSchema(definition.input) : { schema: undefined, closed: false };
     try {
-      validateInput = definition.input ? ajv.compile(definition.input) : null;
+      validateInput = schema ? ajv.compile(schema) : null;
     } catch (err) {
       throw new Error(`capability ${definition.name}: input is not a valid JSON Schema: ${(err as Error).message}`);
     }
-    return { ...definition, validateInput, numericFields: numericFieldsOf(definition.input) };
+    const properties = definition.input?.properties;
+    const declaredArguments = new Set(properties !== null && typeof properties === 'object' ? Object.keys(properties) : []);
+    return { ...definition, validateInput, numericFields: numericFieldsOf(definition.input), declaredArguments, closed };
   });
   return new Catalog(capabilities);
 }

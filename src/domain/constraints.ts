@@ -4,6 +4,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { ApiError } from '../errors.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';
+import { invisibleCharacters, jsonText } from './consent-text.ts';
 import { checkConstraintSize } from './limits.ts';
 import type { Constraints } from './types.ts';
 
@@ -35,22 +36,38 @@ export function unknownOperatorsError(message: string, unknown: string[], regist
 }
 
 /**
+ * The arguments a capability declares, by name; undefined for a capability the catalog does not
+ * have (the policy refuses those). Names are compared exactly, code point for code point.
+ */
+export type DeclaredArguments = (capability: string) => ReadonlySet<string> | undefined;
+
+/**
  * Validates the constraints proposed for each capability: 400 unknown_constraint_operator listing
  * every unknown operator across `all` (so the client fixes them in one pass), then 400
- * invalid_request for constraints over the size limits (domain/limits.ts) or an operand that fails
- * its operator's schema, naming the field and operator. Size comes before schemas: a schema never
- * sees an oversized operand.
+ * invalid_request for constraints over the size limits (domain/limits.ts), a constraint on an
+ * argument the capability does not declare, or an operand that fails its operator's schema,
+ * naming the field and operator. Size comes before schemas: a schema never sees an oversized
+ * operand. A constraint on an undeclared name would be shown to a person as if it limited the call
+ * while execute never reads it (a look-alike of a declared name, say), so only declared names pass.
  */
-export function validateConstraints(all: ReadonlyArray<{ capability: string; constraints: Constraints | undefined }>, registry: OperatorRegistry): void {
+export function validateConstraints(
+  all: ReadonlyArray<{ capability: string; constraints: Constraints | undefined }>, registry: OperatorRegistry, declared: DeclaredArguments,
+): void {
   const unknown = [...new Set(all.flatMap((c) => unknownOperators(c.constraints, registry)))];
   if (unknown.length > 0) throw unknownOperatorsError(`unknown constraint operator(s): ${unknown.join(', ')}`, unknown, registry);
   for (const { capability, constraints } of all) checkConstraintSize(capability, constraints);
-  for (const { constraints } of all) {
+  for (const { capability, constraints } of all) {
     if (!constraints) continue;
     const fields = Object.entries(constraints);
     if (fields.length > MAX_CONSTRAINED_FIELDS) throw new ApiError('invalid_request', `at most ${MAX_CONSTRAINED_FIELDS} constrained fields`);
+    const arguments_ = declared(capability);
     for (const [field, value] of fields) {
       if (!FIELD_NAME.test(field)) throw new ApiError('invalid_request', `constraint field ${JSON.stringify(field.slice(0, 64))} is not a valid argument name`);
+      if (arguments_ !== undefined && !arguments_.has(field)) throw undeclaredConstraint(capability, field, arguments_);
+      const hidden = hiddenCharacters(value);
+      if (hidden.length > 0) {
+        throw new ApiError('invalid_request', `constraint on ${field} holds characters a person cannot see (${hidden.join(', ')}), so it could not be shown as it is enforced`);
+      }
       if (!isPlainObject(value)) continue;
       if (Object.keys(value).length === 0) throw new ApiError('invalid_request', `constraint on ${field} has no operator`);
       for (const [op, operand] of Object.entries(value)) {
@@ -61,6 +78,24 @@ export function validateConstraints(all: ReadonlyArray<{ capability: string; con
       }
     }
   }
+}
+
+/** The invisible characters in any string of an operand, keys included (bounded: constraints are small). */
+function hiddenCharacters(value: unknown): string[] {
+  if (typeof value === 'string') return invisibleCharacters(value);
+  if (value === null || typeof value !== 'object') return [];
+  const found = new Set<string>();
+  for (const [key, child] of Object.entries(value)) {
+    if (!Array.isArray(value)) for (const c of invisibleCharacters(key)) found.add(c);
+    for (const c of hiddenCharacters(child)) found.add(c);
+  }
+  return [...found];
+}
+
+function undeclaredConstraint(capability: string, field: string, declared: ReadonlySet<string>): ApiError {
+  const names = [...declared].sort();
+  const offer = names.length === 0 ? `${capability} declares no arguments, so it takes no constraints` : `it declares ${names.join(', ')}`;
+  return new ApiError('invalid_request', `constraint field ${jsonText(field.slice(0, 64))} is not an argument of ${capability}; ${offer}`);
 }
 
 /** Exact values are shorthand for {eq: value}. */

@@ -2,6 +2,7 @@
 // Cost on a warm key cache: one signature verification, one Redis round trip, one policy decision.
 import { assertIssuer } from '../auth/agent-auth.ts';
 import type { CachedAgentKey } from '../auth/key-cache.ts';
+import { jsonText } from '../domain/consent-text.ts';
 import { unknownOperators, unknownOperatorsError } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
 import type { AgentRecord, GrantRecord } from '../domain/types.ts';
@@ -302,6 +303,14 @@ const NUMERIC_STRING = /^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
  * against the schema: 400 invalid_request before the policy runs.
  */
 export function validatedArguments(capability: Capability, given: Record<string, unknown>): Record<string, unknown> {
+  if (capability.closed) {
+    // Named before the schema runs, so the refusal says which argument (the body bounds the loop).
+    for (const name of Object.keys(given)) {
+      if (!capability.declaredArguments.has(name)) {
+        throw new ApiError('invalid_request', `argument ${jsonText(name.slice(0, 64))} is not declared by ${capability.name}; it takes ${[...capability.declaredArguments].sort().join(', ')}`);
+      }
+    }
+  }
   let args = given;
   for (const field of capability.numericFields) {
     const value = args[field];

@@ -23,7 +23,7 @@ export function dedupeRequests(requests: RequestedCapability[]): RequestedCapabi
 
 /** Operator, size and schema checks of every proposal (400s), before anything is decided. */
 export function validateRequests(deps: ServiceDeps, requests: readonly RequestedCapability[]): void {
-  validateConstraints(requests.map((r) => ({ capability: r.name, constraints: r.constraints })), deps.operators);
+  validateConstraints(requests.map((r) => ({ capability: r.name, constraints: r.constraints })), deps.operators, deps.catalog.declaredArguments);
 }
 
 export interface GrantDecisionArgs {
@@ -72,7 +72,12 @@ export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): Gra
   }
   return args.requests.map((r) => {
     const decision = byName.get(r.name)!;
-    const status: GrantStatus = decision.decision === 'grant' ? 'active' : 'pending';
+    const presence = deps.catalog.get(r.name)?.approval_strength === 'presence';
+    // DESIGN §8's consent invariant, kept here rather than trusted to the security team's Rego: a
+    // capability that needs presence becomes active only through a person's passkey on the page or
+    // an administrator's recorded decision, never pre-approved (host defaults, autonomous lists,
+    // a policy rule), whatever the policy answers.
+    const status: GrantStatus = decision.decision === 'grant' && !presence ? 'active' : 'pending';
     const constraints = narrowConstraints(r.constraints, decision.constraints);
     return {
       id: newGrantId(),
@@ -81,7 +86,7 @@ export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): Gra
       status,
       ...(constraints && Object.keys(constraints).length > 0 ? { constraints } : {}),
       ...(status === 'active' ? { grantedBy: 'policy' } : {}),
-      ...(args.reason ? { reason: args.reason } : decision.reason ? { reason: decision.reason } : {}),
+      ...(args.reason ? { reason: args.reason } : decision.reason ? { reason: decision.reason } : status === 'pending' && presence ? { reason: 'needs a person with their passkey' } : {}),
       createdAtMs: args.nowMs,
       updatedAtMs: args.nowMs,
     };

@@ -87,6 +87,8 @@ async function startAgentgate(how: 'npm' | 'node', upstreamUrl: string, shutdown
       ...process.env,
       PORT: String(port),
       HOST: '127.0.0.1',
+      // The tests sign for the address they call; the default issuer is a host name (localhost).
+      ISSUER: `http://127.0.0.1:${port}`,
       REDIS_URL: '',
       ADMIN_TOKEN,
       CAPABILITIES_FILE: capabilitiesFile,

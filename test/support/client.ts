@@ -92,11 +92,21 @@ export class Client {
     return host;
   }
 
-  /** An active delegated agent under a linked host holding `capabilities` (names or {name, constraints}). */
+  /**
+   * An active delegated agent under a linked host holding `capabilities` (names or {name,
+   * constraints}). The host's defaults pre-approve them, except those that need presence, which no
+   * default can grant: the admin approves those, an explicit decision recorded in the trail.
+   */
   async activeAgent(capabilities: Array<string | { name: string; constraints?: unknown }> = ['echo']): Promise<TestAgent> {
     const names = capabilities.map((c) => (typeof c === 'string' ? c : c.name));
-    const host = await this.linkedHost(names);
+    const presence = new Set(names.filter((name) => this.server.catalog.get(name)?.approval_strength === 'presence'));
+    const host = await this.linkedHost(names.filter((name) => !presence.has(name)));
     const { res, agent } = await this.register(host, { mode: 'delegated', capabilities });
+    if (agent && res.json.status === 'pending' && presence.size > 0) {
+      const approved = await this.admin('POST', `/admin/agents/${agent.id}/approve`, { user_id: 'user-1' });
+      if (approved.status !== 200 || approved.json.status !== 'active') throw new Error(`expected the admin to approve: ${approved.status} ${approved.text}`);
+      return { ...agent, registration: approved.json };
+    }
     if (!agent || res.json.status !== 'active') throw new Error(`expected an active agent: ${res.status} ${res.text}`);
     return agent;
   }

@@ -4,9 +4,11 @@ import { ApiError } from '../../src/errors.ts';
 import { OperatorRegistry } from '../../src/operators/registry.ts';
 
 const registry = new OperatorRegistry();
-const refusal = (all: unknown[]) => {
+/** 'cap' declares every name these tests constrain; 'closed_cap' declares amount and currency only. */
+const declared = (capability: string) => (capability === 'closed_cap' ? new Set(['amount', 'currency']) : capability === 'cap' ? undefined : new Set<string>());
+const refusal = (all: unknown[], capability = 'cap') => {
   try {
-    validateConstraints((all as Array<Record<string, unknown> | undefined>).map((constraints) => ({ capability: 'cap', constraints })), registry);
+    validateConstraints((all as Array<Record<string, unknown> | undefined>).map((constraints) => ({ capability, constraints })), registry, declared);
     return null;
   } catch (err) {
     return (err as ApiError).body();
@@ -14,6 +16,27 @@ const refusal = (all: unknown[]) => {
 };
 
 describe('constraint validation at grant time (DESIGN §6)', () => {
+  it('look-alike names: a constraint on an argument the capability does not declare is refused, the name escaped', () => {
+    const body = refusal([{ '\u0430mount': { max: 10 } }], 'closed_cap');
+    expect(body?.error).toBe('invalid_request');
+    expect(body?.message).toContain('"\\u0430mount" is not an argument of closed_cap; it declares amount, currency');
+    expect(refusal([{ amount: { max: 10 }, currency: 'USD' }], 'closed_cap')).toBeNull();
+  });
+
+  it('a constraint value with characters a person cannot see (a bidi override, a zero-width space) is refused at request time', () => {
+    expect(refusal([{ currency: { in: ['US\u202eD'] } }], 'closed_cap')?.message).toMatch(/characters a person cannot see \(U\+202E\)/);
+    expect(refusal([{ currency: 'U\u200bSD' }], 'closed_cap')?.message).toMatch(/U\+200B/);
+    expect(refusal([{ currency: { in: ['USD', 'EUR'] } }], 'closed_cap')).toBeNull();
+  });
+
+  it('a capability that declares no arguments takes no constraints', () => {
+    expect(refusal([{ amount: { max: 10 } }], 'open_cap')?.message).toMatch(/open_cap declares no arguments, so it takes no constraints/);
+  });
+
+  it('unknown operators are reported before undeclared names (the client fixes its operators first)', () => {
+    expect(refusal([{ nope: { between: [1, 2] } }], 'closed_cap')?.error).toBe('unknown_constraint_operator');
+  });
+
   it('accepts built-in operators and exact values', () => {
     expect(refusal([{ amount: { min: 1, max: 100 }, currency: 'USD', region: { in: ['eu'], not_in: [] }, x: { eq: { a: 1 } } }])).toBeNull();
   });

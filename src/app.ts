@@ -135,7 +135,7 @@ export function buildApp(input: AppDependencies): App {
   app.use(hostRouter(deps));
   app.use(adminRouter(deps));
   const sessions = new Sessions(store, clock, {
-    idleSeconds: config.SESSION_IDLE_SECONDS, maxSeconds: config.SESSION_MAX_SECONDS, freshSeconds: config.SIGN_IN_FRESH_SECONDS,
+    idleSeconds: config.SESSION_IDLE_SECONDS, maxSeconds: config.SESSION_MAX_SECONDS, freshSeconds: config.SIGN_IN_FRESH_SECONDS, cookieKey: config.SIGN_IN_COOKIE_KEY,
   });
   const passkeys = passkeySettingsFor(config.issuer, config.PROVIDER_NAME);
   app.use(devicePagesRouter({ ...deps, sessions, passkeys, oidc: input.oidc }));

@@ -83,6 +83,12 @@ export function adminRouter(deps: ServiceDeps): Router {
     res.json({ host_id: host.id, status: 'revoked', agents_revoked: agentsRevoked });
   });
 
+  // Withdraws the host's link (and defaults): it is pending again, its live agents revoked.
+  router.post('/admin/hosts/:hostId/unlink', async (req, res) => {
+    const { host, agentsRevoked } = await admin.unlinkHost(deps, req.params.hostId);
+    res.json({ host_id: host.id, status: host.status, linked: false, agents_revoked: agentsRevoked });
+  });
+
   router.get('/admin/agents/:agentId', async (req, res) => {
     const snapshot = await deps.store.getAgent(req.params.agentId);
     if (!snapshot) throw new ApiError('agent_not_found', 'no agent has this id');

@@ -15,12 +15,14 @@ export interface ReadinessCheck {
 }
 
 /** Each dependency's state; the store is asked within its own deadline (the store guard's). */
-export async function readiness(deps: Pick<ServiceDeps, 'store' | 'policy' | 'operators'>): Promise<Record<'store' | 'policy' | 'operators', ReadinessCheck>> {
+export async function readiness(deps: Pick<ServiceDeps, 'store' | 'policy' | 'operators' | 'logger'>): Promise<Record<'store' | 'policy' | 'operators', ReadinessCheck>> {
   let store: ReadinessCheck = { ok: true, kind: deps.store.kind };
   try {
     await deps.store.ping();
   } catch (err) {
-    store = { ok: false, kind: deps.store.kind, problem: `the ${deps.store.kind} store cannot be reached: ${err instanceof Error ? err.message : String(err)}` };
+    // Anyone may ask /readyz: the store's own error (addresses, versions) goes to the log only.
+    deps.logger.warn('readiness: the store cannot be reached', { err });
+    store = { ok: false, kind: deps.store.kind, problem: `the ${deps.store.kind} store cannot be reached (the log says why)` };
   }
   const info = deps.policy.info();
   const policy: ReadinessCheck = info.generation > 0 && info.sha256

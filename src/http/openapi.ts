@@ -14,8 +14,8 @@ import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { ERROR_STATUS } from '../errors.ts';
 import { approvalsQuerySchema, auditQuerySchema } from './admin.ts';
-import { SESSION_COOKIE } from './device.ts';
-import { CSRF_HEADER, personDecisionBodySchema, personGrantBodySchema } from './people.ts';
+import { sessionCookieName } from './page-session.ts';
+import { CSRF_HEADER, personDecisionBodySchema, personGrantBodySchema, personPageQuerySchema } from './people.ts';
 import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
 import * as schemas from './schemas.ts';
 
@@ -196,6 +196,9 @@ function adminPaths(): Record<string, Record<string, OperationSpec>> {
     },
     '/admin/hosts/{hostId}': { get: admin('adminGetHost', 'A host', 'HostView', { errors: [404] }) },
     '/admin/hosts/{hostId}/revoke': { post: admin('adminRevokeHost', 'Revoke a host and its agents', 'HostRevoked', recordChange) },
+    '/admin/hosts/{hostId}/unlink': {
+      post: admin('adminUnlinkHost', "Withdraw a host's link: it is pending again, its defaults cleared, its live agents revoked", 'HostUnlinked', recordChange),
+    },
     '/admin/agents/{agentId}': { get: admin('adminGetAgent', 'The full agent view', 'AgentView', { errors: [404] }) },
     '/admin/agents/{agentId}/approve': {
       post: admin('adminApproveAgent', "Approve what the agent's open approval waits on", 'AgentView', { errors: [400, 404, 409], body: schemas.adminApproveBodySchema }),
@@ -221,14 +224,19 @@ function adminPaths(): Record<string, Record<string, OperationSpec>> {
 
 /** People's own API (DESIGN §8): only the signed-in person's hosts, agents and approvals; any other id is 404. */
 function peoplePaths(): Record<string, Record<string, OperationSpec>> {
-  const get = (operationId: string, summary: string, ok: ResponseComponent): OperationSpec => ({ operationId, summary, auth: 'person', ok });
+  const get = (operationId: string, summary: string, ok: ResponseComponent, more: Partial<OperationSpec> = {}): OperationSpec => ({ operationId, summary, auth: 'person', ok, ...more });
+  const page = { errors: [400] as ErrorHttpStatus[], query: personPageQuerySchema };
   const post = (operationId: string, summary: string, ok: ResponseComponent, more: Partial<OperationSpec> = {}): OperationSpec =>
     ({ operationId, summary, auth: 'personPost', ok, errors: [404, 409], ...more });
   return {
     '/people/me': { get: get('getMe', 'Who is signed in, and the CSRF token every POST repeats', 'Person') },
     '/people/me/hosts': { get: get('listMyHosts', 'My hosts', 'PersonHosts') },
-    '/people/me/agents': { get: get('listMyAgents', 'The agents of my hosts, with status and grants', 'PersonAgents') },
-    '/people/me/approvals': { get: get('listMyApprovals', 'Open approvals of my agents: each capability, description, constraints, reason', 'PersonApprovals') },
+    '/people/me/agents': { get: get('listMyAgents', 'The agents of my hosts, with status and grants, a bounded page at a time', 'PersonAgents', page) },
+    '/people/me/approvals': {
+      get: get('listMyApprovals', 'Open approvals among a page of my agents: each capability, description, constraints, reason', 'PersonApprovals', page),
+    },
+    '/people/me/passkeys': { get: get('listMyPasskeys', 'My passkeys (what approving a presence capability takes)', 'PersonPasskeys') },
+    '/people/me/passkeys/{passkeyId}/remove': { post: post('removeMyPasskey', 'Remove one of my passkeys (fresh sign-in)', 'PasskeyRemoved') },
     '/people/me/approvals/{approvalId}': {
       post: post('decideMyApproval', 'Approve (some or all) or deny one of my open approvals (fresh sign-in)', 'AgentView', { errors: [400, 404, 409], body: personDecisionBodySchema }),
     },
@@ -240,7 +248,9 @@ function peoplePaths(): Record<string, Record<string, OperationSpec>> {
     '/people/me/agents/{agentId}/revoke': { post: post('revokeMyAgent', 'Revoke my agent and its grants', 'AgentView') },
     '/people/me/agents/{agentId}/grants/{grantId}/revoke': { post: post('revokeMyGrant', "Revoke one of my agent's grants", 'PersonGrant') },
     '/people/me/hosts/{hostId}/revoke': { post: post('revokeMyHost', 'Revoke my host and all its agents', 'HostRevoked') },
-    '/people/me/hosts/{hostId}/unlink': { post: post('unlinkMyHost', 'Stop vouching for my host: it stays active but unlinked, its delegated agents are revoked', 'HostUnlinked') },
+    '/people/me/hosts/{hostId}/unlink': {
+      post: post('unlinkMyHost', 'Stop vouching for my host: it is pending again (nothing more without a new approval), its defaults are cleared and its agents revoked', 'HostUnlinked'),
+    },
   };
 }
 
@@ -262,7 +272,10 @@ export function openApiDocument(config: Config) {
         agentJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An agent+jwt, signed with the agent key (protocol §5)' },
         introspectionToken: { type: 'http', scheme: 'bearer', description: "A resource server's INTROSPECTION_TOKEN (the ADMIN_TOKEN is accepted too)" },
         adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN; without one configured, the admin API answers 403' },
-        session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "The approval page's session (sign in at /signin)" },
+        session: {
+          type: 'apiKey', in: 'cookie', name: sessionCookieName(config.issuer.startsWith('https://')),
+          description: "The approval page's session (sign in at /signin); named with the __Host- prefix on https",
+        },
         csrfToken: { type: 'apiKey', in: 'header', name: CSRF_HEADER, description: 'The csrf_token of GET /people/me, repeated on every POST of the people\'s API' },
         metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN' },
       },

@@ -1,4 +1,4 @@
-// People's own API (DESIGN §8, issue 15 point 5): JSON over the approval page's session, for a
+// People's own API (DESIGN §8): JSON over the approval page's session, for a
 // person's own hosts, agents and approvals. Thin, like every handler: parse with zod, call one
 // service in services/people-api.ts, shape the answer with http/views.ts.
 //
@@ -11,9 +11,10 @@ import { z } from 'zod';
 import { definedOnly } from '../defined-only.ts';
 import type { Constraints } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
+import { listPasskeys, removePasskey } from '../services/passkeys.ts';
 import type { PersonSession, SignedIn } from '../services/people.ts';
 import * as people from '../services/people-api.ts';
-import { SESSION_COOKIE } from './device.ts';
+import { readCookie, secureCookies, sessionCookieName } from './page-session.ts';
 import { parseWith } from './parse.ts';
 import { constraintsSchema } from './schemas.ts';
 import { agentView, grantView, hostView, type ViewContext } from './views.ts';
@@ -29,6 +30,11 @@ export const personDecisionBodySchema = z.object({
   capabilities: z.array(capabilityName).max(100).optional().describe("approve only these (the approval's others are denied); all when absent"),
 });
 
+/** `GET /people/me/agents` and `/people/me/approvals`: one bounded page of agents at a time. */
+export const personPageQuerySchema = z.object({
+  cursor: z.string().min(3).max(257).optional().describe('the next_cursor of the previous page'),
+}).strict();
+
 /** `POST /people/me/agents/:agentId/grants` */
 export const personGrantBodySchema = z.object({
   capability: capabilityName,
@@ -36,14 +42,6 @@ export const personGrantBodySchema = z.object({
 });
 
 const iso = (ms: number) => new Date(ms).toISOString();
-
-function cookieValue(req: Request, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const [key, ...rest] = part.trim().split('=');
-    if (key === name) return rest.join('=');
-  }
-  return undefined;
-}
 
 /** A path parameter that is an id; anything longer than an id can be is not one of yours either. */
 const idParam = (value: string | undefined, notFound: () => ApiError): string => {
@@ -62,12 +60,13 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
   const { sessions } = deps;
   const view = (): ViewContext => ({ config: deps.config, catalog: deps.catalog, userCodes: deps.userCodes, nowMs: deps.clock.nowMs() });
   const signed = (res: Response) => res.locals.people as Signed;
+  const cookieName = sessionCookieName(secureCookies(deps.config));
 
   // Every answer is about one person: never cached. The session must be signed in (401); a POST
   // must carry the session's CSRF token (403). Using the API keeps the session alive, as the page does.
   router.use('/people', async (req: Request, res: Response, next: NextFunction) => {
     res.set('Cache-Control', 'no-store');
-    const session = await sessions.load(cookieValue(req, SESSION_COOKIE));
+    const session = await sessions.load(readCookie(req, cookieName));
     const person = people.signedInPerson(session);
     if (req.method !== 'GET' && req.method !== 'HEAD' && !sessions.csrfMatches(session, req.get(CSRF_HEADER))) {
       throw new ApiError('unauthorized', `${CSRF_HEADER} must repeat the csrf_token of GET /people/me`);
@@ -83,7 +82,7 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
       person_id: person.personId,
       name: person.name,
       email: person.email,
-      csrf_token: session.data.csrfToken,
+      csrf_token: session.data!.csrfToken,
       signed_in_at: iso(person.signedInAtMs),
     }));
   });
@@ -93,15 +92,36 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
     res.json({ hosts: hosts.map(hostView) });
   });
 
-  router.get('/people/me/agents', async (_req, res) => {
-    const agents = await people.myAgents(deps, signed(res).person.personId);
+  router.get('/people/me/agents', async (req, res) => {
+    const { cursor } = parseWith(personPageQuerySchema, req.query, 'query');
+    const page = await people.myAgents(deps, signed(res).person.personId, cursor ?? null);
     const ctx = view();
-    res.json({ agents: agents.map(({ snapshot }) => agentView(snapshot, ctx)) });
+    res.json({ agents: page.items.map(({ snapshot }) => agentView(snapshot, ctx)), next_cursor: page.nextCursor });
   });
 
-  router.get('/people/me/approvals', async (_req, res) => {
-    const approvals = await people.myApprovals(deps, signed(res).person.personId);
-    res.json({ approvals: approvals.map(approvalForPersonView) });
+  router.get('/people/me/approvals', async (req, res) => {
+    const { cursor } = parseWith(personPageQuerySchema, req.query, 'query');
+    const page = await people.myApprovals(deps, signed(res).person.personId, cursor ?? null);
+    res.json({ approvals: page.items.map(approvalForPersonView), next_cursor: page.nextCursor });
+  });
+
+  // Every passkey added or removed is in the audit trail; here the person sees and removes them.
+  router.get('/people/me/passkeys', async (_req, res) => {
+    const passkeys = await listPasskeys(deps, signed(res).person.personId);
+    res.json({
+      passkeys: passkeys.map((p) => definedOnly({
+        passkey_id: p.id, created_at: iso(p.createdAtMs), last_used_at: p.lastUsedAtMs === undefined ? undefined : iso(p.lastUsedAtMs), transports: p.transports,
+      })),
+    });
+  });
+
+  // Removing takes a fresh sign-in: a stale session left open somewhere cannot strip a person's passkeys.
+  router.post('/people/me/passkeys/:passkeyId/remove', async (req, res) => {
+    const passkeyId = z.string().min(1).max(1400).safeParse(req.params.passkeyId);
+    if (!passkeyId.success) throw new ApiError('not_found', 'you have no passkey with this id');
+    const person = people.decidingPerson(deps, signed(res).session);
+    await removePasskey(deps, person.personId, passkeyId.data);
+    res.json({ passkey_id: passkeyId.data, removed: true });
   });
 
   router.post('/people/me/approvals/:approvalId', async (req, res) => {
@@ -141,7 +161,7 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
     res.json({ host_id: host.id, status: host.status, agents_revoked: agentsRevoked });
   });
 
-  // The host stays active but unlinked; its delegated agents are revoked (services/people-api.ts says why).
+  // The host is pending again, its defaults cleared, its agents revoked (services/hosts.ts withdrawHostTrust says why).
   router.post('/people/me/hosts/:hostId/unlink', async (req, res) => {
     const hostId = idParam(req.params.hostId, () => new ApiError('host_not_found', 'you have no host with this id'));
     const { host, agentsRevoked } = await people.unlinkMyHost(deps, signed(res).person.personId, hostId);

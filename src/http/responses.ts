@@ -225,8 +225,10 @@ export const personSchema = z.object({
   signed_in_at: isoTime,
 });
 export const personHostsSchema = z.object({ hosts: z.array(hostViewSchema) });
-export const personAgentsSchema = z.object({ agents: z.array(agentViewSchema) });
+const nextCursor = z.string().nullable().describe('pass it as ?cursor= for the next page; null when this page read the last agent');
+export const personAgentsSchema = z.object({ agents: z.array(agentViewSchema), next_cursor: nextCursor });
 export const personApprovalsSchema = z.object({
+  next_cursor: nextCursor,
   approvals: z.array(z.object({
     approval_id: z.string(),
     expires_at: isoTime,
@@ -245,6 +247,15 @@ export const personApprovalsSchema = z.object({
 });
 export const personGrantSchema = z.object({ agent_id: z.string(), grant: grantViewSchema });
 export const hostUnlinkedSchema = hostRevokedSchema.extend({ linked: z.boolean() });
+export const personPasskeysSchema = z.object({
+  passkeys: z.array(z.object({
+    passkey_id: z.string().describe('the credential id (base64url)'),
+    created_at: isoTime,
+    last_used_at: isoTime.optional(),
+    transports: z.array(z.string()).optional(),
+  })),
+});
+export const passkeyRemovedSchema = z.object({ passkey_id: z.string(), removed: z.literal(true) });
 
 /**
  * Every answer, by the component name the OpenAPI document gives it, and the parts answers share
@@ -290,6 +301,8 @@ export const RESPONSE_SCHEMAS = {
   PersonApprovals: personApprovalsSchema,
   PersonGrant: personGrantSchema,
   HostUnlinked: hostUnlinkedSchema,
+  PersonPasskeys: personPasskeysSchema,
+  PasskeyRemoved: passkeyRemovedSchema,
 } as const;
 
 export type ResponseComponent = keyof typeof RESPONSE_SCHEMAS;

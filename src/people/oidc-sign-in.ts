@@ -39,9 +39,18 @@ export interface SignedInPerson {
   authTimeMs: number;
 }
 
+/** How a sign-in asks the provider. */
+export interface SignInOptions {
+  /**
+   * The person must enter their credentials now, whatever session the provider holds
+   * (`prompt=login`, `max_age=0`): what adding a first passkey takes.
+   */
+  forceLogin?: boolean;
+}
+
 export interface OidcSignIn {
   /** Where to send the browser, and what to keep until the callback. returnTo must be a same-origin path (starts with a single '/'); anything else becomes '/'. */
-  start(returnTo: string): Promise<{ redirectUrl: string; pending: PendingSignIn }>;
+  start(returnTo: string, options?: SignInOptions): Promise<{ redirectUrl: string; pending: PendingSignIn }>;
   /** Completes the callback (the full callback URL the browser arrived at) against what start() kept; throws SignInError on any failure (state mismatch, provider error, nonce, stale auth_time, timeouts). */
   finish(callbackUrl: URL, pending: PendingSignIn): Promise<SignedInPerson>;
 }
@@ -87,7 +96,7 @@ export async function createOidcSignIn(settings: OidcSettings): Promise<OidcSign
     throw new Error(`OpenID Connect discovery for ${settings.issuer} failed: ${describeError(err)}`, { cause: err });
   }
   return {
-    start: (returnTo) => start(config, settings, redirectUri, returnTo),
+    start: (returnTo, options) => start(config, settings, redirectUri, returnTo, options ?? {}),
     finish: (callbackUrl, pending) => finish(config, settings, redirectUri, callbackUrl, pending),
   };
 }
@@ -101,7 +110,9 @@ function checkSettings(settings: OidcSettings): void {
   if (problems.length > 0) throw new Error(`OpenID Connect settings for ${settings.issuer} are invalid: ${problems.join('; ')}`);
 }
 
-async function start(config: client.Configuration, settings: OidcSettings, redirectUri: URL, returnTo: string): Promise<{ redirectUrl: string; pending: PendingSignIn }> {
+async function start(
+  config: client.Configuration, settings: OidcSettings, redirectUri: URL, returnTo: string, options: SignInOptions,
+): Promise<{ redirectUrl: string; pending: PendingSignIn }> {
   // PKCE binds the code to this browser's session, state binds the callback to it, and the nonce
   // binds the ID token to it; all three are sent even though PKCE alone would stop code injection,
   // because providers that ignore PKCE still honour state and nonce.
@@ -116,8 +127,10 @@ async function start(config: client.Configuration, settings: OidcSettings, redir
     state,
     nonce,
     // max_age makes the provider re-prompt when its session is older, and makes it return
-    // auth_time, which finish() then checks against the same window.
-    max_age: String(settings.freshSeconds),
+    // auth_time, which finish() then checks against the same window. A forced login asks for the
+    // credentials now (prompt=login, and max_age=0 for providers that honour only that); the caller
+    // checks that auth_time fell within this sign-in.
+    ...(options.forceLogin ? { prompt: 'login', max_age: '0' } : { max_age: String(settings.freshSeconds) }),
   });
   return { redirectUrl: redirectUrl.href, pending: { state, nonce, codeVerifier, returnTo: safeReturnTo(returnTo), startedAtMs: Date.now() } };
 }

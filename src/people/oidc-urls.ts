@@ -3,8 +3,11 @@
 // which must never send them to another site (an open redirect would let a phishing link borrow
 // agentgate's sign-in to look genuine).
 
-/** The longest return path we keep; anything longer is not a page of ours and would bloat the session. */
-const RETURN_TO_MAX_CHARS = 2048;
+/**
+ * The longest return path we keep: every page of ours fits (the longest is the approval page with
+ * its code, under 100 characters), and it rides in a cookie while the person signs in.
+ */
+export const RETURN_TO_MAX_CHARS = 512;
 
 /** A placeholder origin to resolve a return path against; it is never contacted. */
 const PLACEHOLDER_ORIGIN = 'https://agentgate.invalid';
@@ -61,5 +64,9 @@ export function safeReturnTo(returnTo: string): string {
     return '/';
   }
   if (resolved.origin !== PLACEHOLDER_ORIGIN) return '/';
-  return `${resolved.pathname}${resolved.search}${resolved.hash}`;
+  // Resolving removes dot segments, so '/.//evil.example' comes out as '//evil.example', which a
+  // browser reads as another host: the result must pass the same test as the input.
+  const path = `${resolved.pathname}${resolved.search}${resolved.hash}`;
+  if (path.startsWith('//') || path.startsWith('/\\') || path.length > RETURN_TO_MAX_CHARS) return '/';
+  return path;
 }

@@ -11,8 +11,12 @@ import { ApiError } from '../errors.ts';
 import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 
-export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt'] as const;
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
+
+/** Wrong user codes one session may enter per window before it must wait. */
+export const USER_CODE_SESSION_ATTEMPTS = 5;
+export const USER_CODE_SESSION_WINDOW_SECONDS = 15 * 60;
 
 export interface LimitSpec {
   points: number;
@@ -28,6 +32,9 @@ export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     registration: { points: config.RATE_LIMIT_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
     unknownHostRegistration: { points: config.RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR, durationSeconds: 3600 },
     userCodeAttempt: { points: config.RATE_LIMIT_USER_CODE_ATTEMPTS_PER_HOUR, durationSeconds: 3600 },
+    // Wrong codes one signed-in session may try (a right one gives its point back): spent before
+    // the lookup, atomically in the store, so parallel guesses cannot all pass one check.
+    userCodeSession: { points: USER_CODE_SESSION_ATTEMPTS, durationSeconds: USER_CODE_SESSION_WINDOW_SECONDS },
   };
 }
 
@@ -72,6 +79,18 @@ export class RateLimits {
   consumeCapability(capability: string, agentId: string): Promise<void> | null {
     const limiter = this.capabilityLimiters.get(capability);
     return limiter ? this.spend(limiter, 'capability', `capability ${capability}`, agentId, 1) : null;
+  }
+
+  /**
+   * Gives back a point `consume` spent (an attempt that turned out right). Never throws: a point
+   * that cannot be given back stays spent, which errs towards refusing, and the log says so.
+   */
+  async refund(name: LimitName, key: string): Promise<void> {
+    try {
+      await this.limiters[name].reward(key, 1);
+    } catch (err) {
+      this.logger.warn('could not give back a budget point', { limit: name, err });
+    }
   }
 
   /**

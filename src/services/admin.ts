@@ -1,6 +1,7 @@
-// The administrator's operations (DESIGN §8), until people approve through the device flow:
-// pre-register and link hosts, approve, deny or revoke agents, list what waits for a person, say
-// which operators are loaded, and the test hooks that move an agent's clocks.
+// The administrator's operations (DESIGN §8) and the approval core every door shares (the page, the
+// people's API and the admin API decide through approveAgent and denyAgent): pre-register, link and
+// unlink hosts, approve, deny or revoke agents, list what waits for a person, say which operators
+// are loaded, and the test hooks that move an agent's clocks.
 import { basename } from 'node:path';
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
 import type { AuditBy } from '../domain/audit.ts';
@@ -12,7 +13,7 @@ import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';
 import { releasePendingSlot, revokeAgentById } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
-import { activateHost, linkHost } from './hosts.ts';
+import { activateHost, linkHost, withdrawHostTrust } from './hosts.ts';
 import { newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
 import type { UserCodes } from './user-codes.ts';
@@ -30,6 +31,11 @@ export async function preRegisterHost(deps: ServiceDeps, request: PreRegisterHos
   if (unknown.length > 0) {
     throw new ApiError('invalid_capabilities', `unknown default capabilities: ${unknown.join(', ')}`, { invalid_capabilities: unknown });
   }
+  // DESIGN §8: a capability that needs presence is never pre-approved, so it cannot be a default.
+  const presence = request.defaultCapabilities.filter((name) => deps.catalog.get(name)?.approval_strength === 'presence');
+  if (presence.length > 0) {
+    throw new ApiError('invalid_capabilities', `${presence.join(', ')} need${presence.length === 1 ? 's' : ''} a person with their passkey for every approval, so cannot be default capabilities`, { invalid_capabilities: presence });
+  }
   const nowMs = deps.clock.nowMs();
   const { host, created } = await deps.store.createHost({
     id: newHostId(),
@@ -45,9 +51,12 @@ export async function preRegisterHost(deps: ServiceDeps, request: PreRegisterHos
   const byAdmin = { actor: 'admin', via: 'admin_api' } as const;
   if (created) deps.audit.record({ type: 'host.registered', ...byAdmin, host_id: host.id, person_id: request.userId, outcome: host.status, default_capabilities: request.defaultCapabilities });
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', 'this host key belongs to a revoked host');
+  // Linked to someone else: that person's trust is withdrawn first (their agents revoked), so no
+  // agent keeps acting for a person who no longer answers for the host.
+  const current = created || host.userId === undefined || host.userId === request.userId ? host : (await withdrawHostTrust(deps, host, byAdmin)).host;
   // Only a live host takes new defaults; a revoked one is refused by linkHost just below.
   if (!created) await deps.store.updateHost(host.id, { defaultCapabilities: request.defaultCapabilities, updatedAtMs: nowMs }, ['pending', 'active']);
-  return linkHost(deps, { ...host, defaultCapabilities: request.defaultCapabilities }, request.userId, byAdmin);
+  return linkHost(deps, { ...current, defaultCapabilities: request.defaultCapabilities }, request.userId, byAdmin);
 }
 
 /** What a person (or the admin acting for one) decided about an agent's open approval. */
@@ -76,17 +85,41 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
   const host = await deps.store.getHost(before.agent.hostId);
   if (!host) throw new ApiError('host_not_found', "the agent's host does not exist");
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
-  const nowMs = deps.clock.nowMs();
   const by = { ...(decision.by ?? ADMIN_API), person_id: decision.userId };
+  // The approval was written but its host never got linked (the store failed in between): the
+  // agent's record names this person as its approver, so the same person asking again completes it.
+  if (awaitsHostLink(before, host, decision.userId)) return completeHostLink(deps, before, host, decision.userId, by);
+  const nowMs = deps.clock.nowMs();
   let decided: AgentChange | null = null;
   const snapshot = await transitionAgent(deps.store, agentId, (current) => (decided = approvalChange(deps, current, decision, nowMs)));
   recordDecision(deps, 'approval.approved', snapshot, decided, by);
   await releasePendingSlot(deps, snapshot);
+  return completeHostLink(deps, snapshot, host, decision.userId, by);
+}
+
+/**
+ * Whether an approved agent still waits for its host to become active: the approval is written
+ * (active, no open approval, this person named as its person) while the host is still pending or
+ * unlinked. Until the host is linked, execute refuses the agent (its copy of the host status is
+ * not active), so such a half-done approval authorizes nothing.
+ */
+export function awaitsHostLink(snapshot: AgentSnapshot, host: HostRecord, userId: string): boolean {
+  const { agent } = snapshot;
+  return agent.status === 'active' && !agent.approval && agent.mode === 'delegated' && agent.userId === userId
+    && (host.status === 'pending' || host.userId === undefined);
+}
+
+/**
+ * After an approval: a pending host becomes active, and the host of a delegated agent is linked to
+ * the person who approved it. Written after the agent (so a failure here leaves the agent unable to
+ * act, never the host vouched for without an approval), and idempotent, so asking again finishes it.
+ */
+async function completeHostLink(deps: ServiceDeps, snapshot: AgentSnapshot, host: HostRecord, userId: string, by: AuditBy) {
   if (host.status === 'pending' || (snapshot.agent.mode === 'delegated' && host.userId === undefined)) {
-    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, decision.userId, by);
+    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, userId, by);
     else await activateHost(deps, host, by);
   }
-  return (await deps.store.getAgent(agentId)) ?? snapshot;
+  return (await deps.store.getAgent(snapshot.agent.id)) ?? snapshot;
 }
 
 /** Denies what the agent's open approval waits on: a pending agent becomes rejected, its grants denied. */
@@ -120,7 +153,7 @@ function decidedGrants(userCodes: UserCodes, current: AgentSnapshot, decision: A
   if (agent.hostStatus === 'revoked' || agent.hostStatus === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   if (agent.status !== 'pending' && agent.status !== 'active') throw statusRefusal({ status: agent.status })!;
   const approval = agent.approval;
-  if (!approval) throw new ApiError('invalid_request', 'the agent has nothing awaiting approval');
+  if (!approval) throw new ApiError('invalid_request', 'the agent has nothing awaiting approval (it was decided already, or never asked)');
   if (decision.userCode !== undefined && !userCodes.matches(decision.userCode, approval.id)) {
     throw new ApiError('invalid_request', "the user code does not name the agent's open approval (it was superseded by a newer request, or never existed)");
   }
@@ -139,7 +172,7 @@ function approvalChange(deps: ServiceDeps, current: AgentSnapshot, decision: App
   const pending = decidedGrants(deps.userCodes, current, decision, nowMs);
   const chosen = new Set(decision.capabilities ?? pending.map((g) => g.capability));
   // An operator may have been removed (or its schema tightened) since the grant was requested.
-  validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => ({ capability: g.capability, constraints: g.constraints })), deps.operators);
+  validateConstraints(pending.filter((g) => chosen.has(g.capability)).map((g) => ({ capability: g.capability, constraints: g.constraints })), deps.operators, deps.catalog.declaredArguments);
   const decided = pending.map((g): GrantRecord =>
     chosen.has(g.capability) ? { ...g, status: 'active', grantedBy: decision.userId, updatedAtMs: nowMs } : denied(g, decision.userId, nowMs),
   );
@@ -165,6 +198,13 @@ function denialChange(userCodes: UserCodes, current: AgentSnapshot, decision: Ap
   const decided = decidedGrants(userCodes, current, decision, nowMs).map((g) => denied(g, decision.userId, nowMs));
   if (current.agent.status === 'active') return { upsertGrants: decided, set: { approval: null, updatedAtMs: nowMs } };
   return { upsertGrants: decided, set: { status: 'rejected', approval: null, updatedAtMs: nowMs } };
+}
+
+/** An administrator withdraws a person's link (or any trust) from a host: services/hosts.ts withdrawHostTrust. */
+export async function unlinkHost(deps: ServiceDeps, hostId: string) {
+  const host = await deps.store.getHost(hostId);
+  if (!host) throw new ApiError('host_not_found', 'no host has this id');
+  return withdrawHostTrust(deps, host, ADMIN_API);
 }
 
 /** Ends the agent's session now, as if its session TTL had elapsed. */

@@ -1,27 +1,29 @@
 // The approval page's use cases (protocol §10, DESIGN §8): a signed-in person enters the code an
 // agent's host showed them, sees exactly what that approval decides, and approves all, some or none.
 // The code is checked against the approval it names (never stored; services/user-codes.ts), wrong
-// codes are counted per session and per address, and the decision goes through the same atomic
-// transition as every approval, bound to the approval id the person was shown.
-import type { AgentRecord, Constraints, HostRecord } from '../domain/types.ts';
-import { ApiError } from '../errors.ts';
-import { approveAgent, denyAgent } from './admin.ts';
+// codes are counted per session and per address (atomically, in the store), and the decision goes
+// through the same atomic transition as every approval, bound to the approval id the person was shown.
+import type { Catalog } from '../catalog/catalog.ts';
+import type { AgentRecord, AgentSnapshot, Constraints, HostRecord } from '../domain/types.ts';
+import { ApiError, isApiError } from '../errors.ts';
+import { approveAgent, awaitsHostLink, denyAgent } from './admin.ts';
 import type { ServiceDeps } from './deps.ts';
 import type { PasskeySettings } from './passkeys.ts';
 import { verifyPresence } from './passkeys.ts';
-import { MAX_FAILED_CODE_LOOKUPS, type PersonSession, type Sessions } from './people.ts';
+import type { PersonSession, Sessions } from './people.ts';
 
-/** One capability the approval decides, as the person sees it. */
-export interface RequestedForPerson {
+/** One capability an approval decides, as a person sees it, with the id of the grant it decides. */
+export interface RequestedGrant {
+  grantId: string;
   capability: string;
   description: string;
   constraints: Constraints | undefined;
   reason: string | undefined;
-  /** Approving it needs proof of presence (a passkey), not only a fresh sign-in. */
-  presence: boolean;
+  /** 'presence': approving it needs a passkey on the approval page, not only a sign-in. */
+  approvalStrength: 'sign_in' | 'presence';
 }
 
-/** What the page shows about one open approval. */
+/** One open approval, as the page and the people's API show it. */
 export interface ApprovalForPerson {
   agent: Pick<AgentRecord, 'id' | 'name' | 'mode' | 'reason' | 'status'>;
   host: Pick<HostRecord, 'id' | 'name'>;
@@ -29,7 +31,49 @@ export interface ApprovalForPerson {
   expiresAtMs: number;
   /** True when the agent itself waits (a registration), not only some of its grants. */
   registration: boolean;
-  requested: RequestedForPerson[];
+  requested: RequestedGrant[];
+}
+
+/**
+ * What the agent's open approval decides, as a person sees it: the agent, its host, and exactly the
+ * pending grants the approval was created for. Null when nothing is open (decided, replaced,
+ * expired, or the agent is no longer pending or active). The one view the page and the people's
+ * API both show, so what a person sees cannot differ by door.
+ */
+export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: AgentSnapshot, nowMs: number): ApprovalForPerson | null {
+  const { agent, grants } = snapshot;
+  const approval = agent.approval;
+  if (!approval || approval.expiresAtMs <= nowMs || (agent.status !== 'pending' && agent.status !== 'active')) return null;
+  const decides = new Set(approval.grantIds);
+  return {
+    agent: { id: agent.id, name: agent.name, mode: agent.mode, reason: agent.reason, status: agent.status },
+    host: { id: host.id, name: host.name },
+    approvalId: approval.id,
+    expiresAtMs: approval.expiresAtMs,
+    registration: agent.status === 'pending',
+    requested: grants
+      .filter((g) => g.status === 'pending' && decides.has(g.id))
+      .map((g) => {
+        const capability = catalog.get(g.capability);
+        return {
+          grantId: g.id,
+          capability: g.capability,
+          description: capability?.description ?? '(this capability is no longer offered)',
+          constraints: g.constraints,
+          reason: g.reason,
+          approvalStrength: capability?.approval_strength ?? 'sign_in',
+        };
+      }),
+  };
+}
+
+/**
+ * Whether a person may decide for this agent: a delegated agent acts for one person, so once its
+ * host or the agent itself names a person, only that person decides (an administrator who linked
+ * the host to someone else since has not handed that person the agents decided before).
+ */
+export function decidesFor(personId: string, host: Pick<HostRecord, 'userId'>, agent: Pick<AgentRecord, 'userId' | 'mode'>): boolean {
+  return agent.mode === 'delegated' && (host.userId === undefined || host.userId === personId) && (agent.userId === undefined || agent.userId === personId);
 }
 
 export interface PageDeps extends ServiceDeps {
@@ -41,46 +85,45 @@ export interface PageDeps extends ServiceDeps {
 const wrongCode = () => new ApiError('invalid_request', 'That code is not valid. Check it against the one your agent shows and try again.');
 
 /**
- * The approval a typed code names, for a signed-in person. Refused, and counted as a failed
- * attempt, when the code is malformed, unknown, expired or replaced; refused outright when this
- * session or this address has tried too many.
+ * The approval a typed code names, for a signed-in person. Every lookup spends a point of this
+ * session's and this address's budgets first, atomically in the store (so parallel guesses cannot
+ * all pass one check); a right code gives the session's point back, so only wrong codes count
+ * against a person. A code for an agent that acts for someone else is answered as wrong.
  */
 export async function findApprovalByCode(deps: PageDeps, session: PersonSession, typed: string, clientIp: string): Promise<ApprovalForPerson> {
-  if (deps.sessions.recentFailedLookups(session) >= MAX_FAILED_CODE_LOOKUPS) {
-    throw new ApiError('rate_limited', 'Too many wrong codes. Wait a few minutes, then try again.', undefined, { 'Retry-After': '900' });
-  }
-  await deps.limits.consume('userCodeAttempt', clientIp);
+  const person = signedInPerson(session);
+  const sessionKey = deps.sessions.limitKey(session);
+  await spendAttempt(deps, 'userCodeSession', sessionKey);
+  await spendAttempt(deps, 'userCodeAttempt', clientIp);
   const found = await lookUp(deps, typed);
-  if (!found) {
-    deps.sessions.recordFailedLookup(session);
-    throw wrongCode();
-  }
-  const person = session.data.person!;
+  if (!found) throw wrongCode();
   const { snapshot, host } = found;
-  const { agent } = snapshot;
-  // A delegated agent acts for its host's person: once the host is linked, only that person decides.
-  if (host.userId !== undefined && host.userId !== person.personId) throw wrongCode();
-  if (agent.mode !== 'delegated') {
+  if (snapshot.agent.mode !== 'delegated') {
     throw new ApiError('unauthorized', 'This agent acts for no person: an administrator approves it.');
   }
-  const approval = agent.approval!;
-  const decides = new Set(approval.grantIds);
-  return {
-    agent: { id: agent.id, name: agent.name, mode: agent.mode, reason: agent.reason, status: agent.status },
-    host: { id: host.id, name: host.name },
-    approvalId: approval.id,
-    expiresAtMs: approval.expiresAtMs,
-    registration: agent.status === 'pending',
-    requested: snapshot.grants
-      .filter((g) => g.status === 'pending' && decides.has(g.id))
-      .map((g) => ({
-        capability: g.capability,
-        description: deps.catalog.get(g.capability)?.description ?? '(this capability is no longer offered)',
-        constraints: g.constraints,
-        reason: g.reason,
-        presence: deps.catalog.get(g.capability)?.approval_strength === 'presence',
-      })),
-  };
+  if (!decidesFor(person.personId, host, snapshot.agent)) throw wrongCode();
+  const view = approvalForPerson(deps.catalog, host, snapshot, deps.clock.nowMs());
+  if (!view) throw wrongCode();
+  await deps.limits.refund('userCodeSession', sessionKey);
+  return view;
+}
+
+/** One attempt against a budget; the refusal speaks to a person, not to a client. */
+async function spendAttempt(deps: PageDeps, limit: 'userCodeSession' | 'userCodeAttempt', key: string): Promise<void> {
+  try {
+    await deps.limits.consume(limit, key);
+  } catch (err) {
+    if (isApiError(err) && err.code === 'rate_limited') {
+      throw new ApiError('rate_limited', 'Too many wrong codes. Wait a few minutes, then try again.', undefined, err.headers);
+    }
+    throw err;
+  }
+}
+
+function signedInPerson(session: PersonSession) {
+  const person = session.data?.person;
+  if (!person) throw new ApiError('authentication_required', 'Sign in first.');
+  return person;
 }
 
 async function lookUp(deps: PageDeps, typed: string) {
@@ -106,34 +149,73 @@ export interface PageDecision {
   webauthnResponse?: string | undefined;
 }
 
-/** Approves or denies, as the signed-in person, exactly the approval the page showed. */
-export async function decideAsPerson(deps: PageDeps, session: PersonSession, decision: PageDecision) {
-  const person = session.data.person;
+/** What a person's decision on the page did, said back in full. */
+export interface PageDecisionOutcome {
+  snapshot: AgentSnapshot;
+  /** The approval's capabilities that are now active. */
+  approved: string[];
+  /** The approval's capabilities that were not approved (left unticked, or the whole approval denied). */
+  notApproved: string[];
+}
+
+/**
+ * Approves or denies, as the signed-in person, exactly the approval the page showed: the open one
+ * of an agent this person decides for (decidesFor), through the same atomic transition as every
+ * door (services/admin.ts). A capability that needs presence is approved only with a passkey
+ * assertion whose challenge was issued for this approval; on a server where passkeys cannot work
+ * it cannot be approved here at all (a 403 that says so, never a 5xx).
+ */
+export async function decideAsPerson(deps: PageDeps, session: PersonSession, decision: PageDecision): Promise<PageDecisionOutcome> {
+  const person = session.data?.person;
   if (!person || !deps.sessions.isFresh(session)) {
     throw new ApiError('authentication_required', 'Sign in again to decide: approvals need a recent sign-in.');
   }
   const snapshot = await deps.store.getAgent(decision.agentId);
   const host = snapshot ? await deps.store.getHost(snapshot.agent.hostId) : null;
-  if (!snapshot || !host || (host.userId !== undefined && host.userId !== person.personId) || snapshot.agent.mode !== 'delegated') {
+  if (!snapshot || !host || !decidesFor(person.personId, host, snapshot.agent)) {
     throw new ApiError('not_found', 'This approval is no longer open.');
   }
+  const shown = approvalForPerson(deps.catalog, host, snapshot, deps.clock.nowMs());
+  if (shown === null && decision.verdict === 'approve' && awaitsHostLink(snapshot, host, person.personId)) {
+    // This person's approval was written but the store failed before its host was linked: sending
+    // the form again finishes it (services/admin.ts approveAgent).
+    const after = await approveAgent(deps, decision.agentId, { userId: person.personId, by: { actor: 'person', via: 'approval_page' } });
+    return { snapshot: after, approved: after.grants.filter((g) => g.status === 'active').map((g) => g.capability), notApproved: [] };
+  }
+  if (shown === null || shown.approvalId !== decision.approvalId) throw alreadyDecided(shown !== null);
   if (decision.verdict === 'approve') {
-    const decided = new Set(snapshot.agent.approval?.id === decision.approvalId ? snapshot.agent.approval.grantIds : []);
-    const needsPresence = snapshot.grants.some((g) => decided.has(g.id) && g.status === 'pending'
-      && decision.capabilities.includes(g.capability) && deps.catalog.get(g.capability)?.approval_strength === 'presence');
-    if (needsPresence) await verifyPresence(deps, session, decision.approvalId, decision.webauthnResponse);
+    const needsPresence = shown.requested.filter((r) => r.approvalStrength === 'presence' && decision.capabilities.includes(r.capability));
+    if (needsPresence.length > 0) {
+      if (!deps.passkeys) {
+        throw new ApiError('unauthorized', `Approving ${needsPresence.map((r) => r.capability).join(', ')} needs a passkey, which this server cannot use (its address is an IP address). Approve only the rest, or ask an administrator.`);
+      }
+      await verifyPresence(deps, session, decision.approvalId, decision.webauthnResponse);
+    }
   }
   const asPerson = { userId: person.personId, approvalId: decision.approvalId, by: { actor: 'person', via: 'approval_page' } as const };
-  const after = decision.verdict === 'approve'
-    ? await approveAgent(deps, decision.agentId, { ...asPerson, capabilities: decision.capabilities })
-    : await denyAgent(deps, decision.agentId, asPerson);
-  // What this decision decided: the grants of the approval the person was shown (the check above
-  // made sure it is the open one), as they are now.
-  const decidedIds = new Set(snapshot.agent.approval?.id === decision.approvalId ? snapshot.agent.approval.grantIds : []);
+  let after: AgentSnapshot;
+  try {
+    after = decision.verdict === 'approve'
+      ? await approveAgent(deps, decision.agentId, { ...asPerson, capabilities: decision.capabilities })
+      : await denyAgent(deps, decision.agentId, asPerson);
+  } catch (err) {
+    // Two windows (or two people) decided at once: the transition let one win; tell the other.
+    if (isApiError(err) && err.code === 'invalid_request' && (await deps.store.getAgent(decision.agentId))?.agent.approval?.id !== decision.approvalId) {
+      throw alreadyDecided(false);
+    }
+    throw err;
+  }
+  const decidedIds = new Set(shown.requested.map((r) => r.grantId));
   const decided = after.grants.filter((g) => decidedIds.has(g.id));
   return {
     snapshot: after,
     approved: decided.filter((g) => g.status === 'active').map((g) => g.capability),
-    denied: decided.filter((g) => g.status === 'denied').map((g) => g.capability),
+    notApproved: decided.filter((g) => g.status !== 'active').map((g) => g.capability),
   };
+}
+
+function alreadyDecided(replaced: boolean): ApiError {
+  return replaced
+    ? new ApiError('invalid_request', 'The agent asked again since this page was shown: this request was replaced. Enter the new code it shows.')
+    : new ApiError('invalid_request', 'This request was already decided, in another window or by someone else. Nothing was changed now.');
 }

@@ -5,7 +5,7 @@ import type { AuditBy } from '../domain/audit.ts';
 import type { AgentSnapshot, HostRecord, HostStatus } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';
-import { revokeChange } from './agents.ts';
+import { releasePendingSlot, revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { transitionAgent } from './transitions.ts';
@@ -139,4 +139,47 @@ export async function activateHost(deps: ServiceDeps, host: HostRecord, by: Audi
   await deps.store.untrackPending('host', host.id);
   deps.audit.record({ type: 'host.activated', ...by, host_id: host.id });
   return updated;
+}
+
+/** Live agents: what a withdrawal of trust revokes (claimed, rejected and revoked ones are final already). */
+const isLiveAgent = (status: AgentSnapshot['agent']['status']) => status === 'active' || status === 'pending' || status === 'expired';
+
+/**
+ * Withdraws the trust a person's link gave a host (DESIGN §8: unlinking withdraws; a host without a
+ * person gets nothing without a new approval). Used when a person unlinks their host, when an
+ * administrator unlinks it, and when an administrator links it to someone else. The host goes back
+ * to `pending`, as a host nobody vouched for: it may register agents, each of which waits for a
+ * person's (or, autonomous, an administrator's) approval, and whoever approves one of its delegated
+ * agents links it again. Its default capabilities were granted because someone vouched for it, so
+ * they are cleared. Every live agent is revoked with its grants (docs/stances.md): the agents acted
+ * under the trust that is withdrawn, and kept, they would act with no person to answer for them.
+ *
+ * Order, so that every crash leaves a safe state: the agents are revoked while the host is still
+ * linked (a crash here leaves it linked, and the unlink can be repeated); then the host becomes
+ * pending and unlinked, which the store's admission step sees (a registration decided on the linked
+ * host cannot land after it); then the link to the person goes; then a second sweep revokes the
+ * agents admitted while the host was still active. Agents admitted after the host became pending
+ * copied that status and wait for approval: they are a new request, not a leftover.
+ */
+export async function withdrawHostTrust(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
+  const revokeLive = (onlyAdmittedWhileTrusted: boolean) => {
+    const nowMs = deps.clock.nowMs();
+    const freed: AgentSnapshot[] = [];
+    return cascadeToAgents(deps, host.id, (snapshot) => {
+      const { agent } = snapshot;
+      if (!isLiveAgent(agent.status) || (onlyAdmittedWhileTrusted && agent.hostStatus === 'pending')) return null;
+      if (agent.status === 'pending') freed.push(snapshot);
+      return revokeChange(snapshot, nowMs);
+    }).then(async (changed) => {
+      for (const snapshot of freed) await releasePendingSlot(deps, { ...snapshot, agent: { ...snapshot.agent, status: 'revoked' } });
+      return changed;
+    });
+  };
+  let agentsRevoked = await revokeLive(false);
+  const withdrawn = await updateLiveHost(deps, host.id, { status: 'pending', userId: null, defaultCapabilities: [], updatedAtMs: deps.clock.nowMs() });
+  if (host.userId !== undefined) await deps.store.removePersonHost(host.userId, host.id);
+  agentsRevoked += await revokeLive(true);
+  deps.logger.info('host unlinked: trust withdrawn', { hostId: host.id, personId: host.userId, agentsRevoked });
+  deps.audit.record({ type: 'host.unlinked', ...by, host_id: host.id, ...(host.userId !== undefined ? { unlinked_person_id: host.userId } : {}), agents_revoked: agentsRevoked });
+  return { host: withdrawn, agentsRevoked };
 }

@@ -1,11 +1,15 @@
 // Proof of presence for approvals that change things (protocol §10: a capability marked
 // `approval_strength: "presence"` needs more than a sign-in, since an agent that controls a browser
-// could click "approve" itself). A person registers a passkey once after signing in; approving such
-// a capability then takes a fresh WebAuthn assertion with user verification, whose challenge was
-// issued for that one approval (kept in the person's session, cleared before it is checked), so an
-// assertion can neither be replayed nor moved to another approval. @simplewebauthn/server does the
-// WebAuthn checks. WebAuthn needs a domain as relying-party id: with an issuer that is an IP address
-// (the default http://127.0.0.1:3000) presence approvals cannot work, and start-up says so.
+// could click "approve" itself). Approving such a capability takes a fresh WebAuthn assertion with
+// user verification, whose challenge was issued for that one approval (kept in the person's session,
+// cleared before it is checked), so an assertion can neither be replayed nor moved to another
+// approval. Presence means a person with their authenticator, so a passkey is never added with the
+// browser session alone (an agent driving the browser has that too): a further passkey needs a
+// user-verified assertion of one the person holds, and the first one needs credentials entered at
+// the identity provider minutes before. Passkeys are stored one field each (store.addPasskey and
+// friends), so ceremonies racing each other or a removal cannot lose or resurrect one.
+// @simplewebauthn/server does the WebAuthn checks. WebAuthn needs a domain as relying-party id:
+// with an issuer that is an IP address presence approvals cannot work, and start-up says so.
 import { isIP } from 'node:net';
 import {
   generateAuthenticationOptions,
@@ -19,7 +23,8 @@ import {
 import { z } from 'zod';
 import { ApiError } from '../errors.ts';
 import type { PageDeps } from './device-approvals.ts';
-import type { PersonSession } from './people.ts';
+import type { ServiceDeps } from './deps.ts';
+import type { PersonSession, SessionData } from './people.ts';
 
 export interface PasskeySettings {
   rpId: string;
@@ -40,49 +45,83 @@ export function passkeySettingsFor(issuer: string, providerName: string): Passke
 const ALGORITHMS = [-7, -257];
 /** A ceremony must finish within this; an older challenge is refused. */
 const CHALLENGE_TTL_MS = 5 * 60_000;
-const MAX_PASSKEYS = 20;
+export const MAX_PASSKEYS = 20;
+/**
+ * A person's first passkey needs credentials entered at the identity provider this recently (a
+ * sign-in with prompt=login whose auth_time fell within our flow): the browser session alone, which
+ * an agent driving the browser also holds, never adds one.
+ */
+export const FIRST_PASSKEY_LOGIN_WINDOW_MS = 5 * 60_000;
 
-const passkeySchema = z.object({
-  id: z.string().min(1).max(1024),
+const storedPasskeySchema = z.object({
   publicKey: z.string().min(1).max(4096),
   counter: z.number().int().min(0),
   transports: z.array(z.string().max(32)).max(10).optional(),
   createdAtMs: z.number(),
+  lastUsedAtMs: z.number().optional(),
 });
-const personRecordSchema = z.object({ passkeys: z.array(passkeySchema).max(MAX_PASSKEYS).default([]) });
-type PersonRecord = z.infer<typeof personRecordSchema>;
+type StoredPasskey = z.infer<typeof storedPasskeySchema>;
 
-async function loadPersonRecord(deps: PageDeps, personId: string): Promise<PersonRecord> {
-  const json = await deps.store.loadPerson(personId);
-  if (json === null) return { passkeys: [] };
-  const parsed = personRecordSchema.safeParse(JSON.parse(json));
-  if (!parsed.success) throw new Error(`the stored record of person ${personId} is malformed`);
-  return parsed.data;
+/** One of a person's passkeys: its credential id and what is kept of it. */
+export interface Passkey extends StoredPasskey {
+  id: string;
 }
+
+/** The person's passkeys, oldest first. A record that does not parse is a bug or tampering: refuse. */
+export async function listPasskeys(deps: Pick<ServiceDeps, 'store'>, personId: string): Promise<Passkey[]> {
+  const stored = await deps.store.listPasskeys(personId);
+  return stored.map(({ id, json }) => {
+    const parsed = storedPasskeySchema.safeParse(JSON.parse(json));
+    if (!parsed.success) throw new Error(`a stored passkey of person ${personId} is malformed`);
+    return { id, ...parsed.data };
+  }).sort((a, b) => a.createdAtMs - b.createdAtMs || a.id.localeCompare(b.id));
+}
+
+const descriptorsOf = (passkeys: readonly Passkey[]) => passkeys.map((p) => ({ id: p.id, transports: p.transports as AuthenticatorTransport[] | undefined }));
+const storedJson = ({ id: _id, ...kept }: Passkey) => JSON.stringify(kept);
 
 function requirePasskeys(deps: PageDeps): PasskeySettings {
   if (!deps.passkeys) {
-    throw new ApiError('service_unavailable', "Passkeys cannot work here: this server's address is an IP address (set ISSUER to a host name, e.g. http://localhost:3000).");
+    throw new ApiError('unauthorized', "Passkeys cannot work here: this server's address is an IP address (an administrator sets ISSUER to a host name, e.g. http://localhost:3000).");
   }
   return deps.passkeys;
 }
 
 function signedIn(session: PersonSession) {
-  const person = session.data.person;
+  const person = session.data?.person;
   if (!person) throw new ApiError('authentication_required', 'Sign in first.');
-  return person;
+  return { person, data: session.data! };
+}
+
+/** What adding a passkey takes for this person now. */
+export type PasskeyAddition =
+  /** They hold passkeys: the new one needs a user-verified assertion of one of them. */
+  | { kind: 'prove_existing'; passkeys: Passkey[] }
+  /** Their first, and they entered their credentials at the identity provider moments ago. */
+  | { kind: 'first'; passkeys: [] }
+  /** Their first, but their last sign-in was answered from the provider's own session: sign in again. */
+  | { kind: 'needs_fresh_login'; passkeys: [] };
+
+export async function passkeyAddition(deps: PageDeps, session: PersonSession): Promise<PasskeyAddition> {
+  const { person } = signedIn(session);
+  const passkeys = await listPasskeys(deps, person.personId);
+  if (passkeys.length > 0) return { kind: 'prove_existing', passkeys };
+  return deps.sessions.loggedInFreshly(session, FIRST_PASSKEY_LOGIN_WINDOW_MS) ? { kind: 'first', passkeys: [] } : { kind: 'needs_fresh_login', passkeys: [] };
 }
 
 export async function hasPasskey(deps: PageDeps, personId: string): Promise<boolean> {
-  return (await loadPersonRecord(deps, personId)).passkeys.length > 0;
+  return (await listPasskeys(deps, personId)).length > 0;
 }
 
-/** Options for the browser to create a passkey; the challenge waits in the session. */
-export async function passkeyRegistrationOptions(deps: PageDeps, session: PersonSession) {
+/**
+ * Options for the browser to create a passkey and, when the person holds passkeys already, to prove
+ * one of them first; both challenges wait in the session, each for its own ceremony.
+ */
+export async function passkeyRegistrationOptions(deps: PageDeps, session: PersonSession, addition: PasskeyAddition) {
   const settings = requirePasskeys(deps);
-  const person = signedIn(session);
-  const record = await loadPersonRecord(deps, person.personId);
-  const options = await generateRegistrationOptions({
+  const { person, data } = signedIn(session);
+  if (addition.kind === 'needs_fresh_login') throw freshLoginNeeded();
+  const registration = await generateRegistrationOptions({
     rpName: settings.rpName,
     rpID: settings.rpId,
     userID: new TextEncoder().encode(person.personId),
@@ -90,19 +129,42 @@ export async function passkeyRegistrationOptions(deps: PageDeps, session: Person
     attestationType: 'none',
     authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
     supportedAlgorithmIDs: ALGORITHMS,
-    excludeCredentials: record.passkeys.map((p) => ({ id: p.id, transports: p.transports as AuthenticatorTransport[] | undefined })),
+    excludeCredentials: descriptorsOf(addition.passkeys),
   });
-  session.data.passkeyChallenge = { purpose: 'register', challenge: options.challenge, expiresAtMs: deps.clock.nowMs() + CHALLENGE_TTL_MS };
-  return options;
+  const expiresAtMs = deps.clock.nowMs() + CHALLENGE_TTL_MS;
+  data.passkeyChallenges.register = { challenge: registration.challenge, expiresAtMs };
+  let proof = null;
+  if (addition.kind === 'prove_existing') {
+    proof = await generateAuthenticationOptions({ rpID: settings.rpId, userVerification: 'required', allowCredentials: descriptorsOf(addition.passkeys) });
+    data.passkeyChallenges.proof = { challenge: proof.challenge, expiresAtMs };
+  } else {
+    delete data.passkeyChallenges.proof;
+  }
+  return { registration, proof };
 }
 
-/** Verifies the browser's new passkey (user verification required) and keeps it. */
-export async function registerPasskey(deps: PageDeps, session: PersonSession, responseJson: string): Promise<void> {
+const freshLoginNeeded = () => new ApiError('authentication_required', 'Your first passkey needs a fresh sign-in at your identity provider: sign in again, then add it.');
+
+/**
+ * Adds the passkey the browser created (user verification required), after the proof that adding
+ * one takes: an assertion of one of the person's passkeys, or, for their first, credentials entered
+ * at the identity provider within FIRST_PASSKEY_LOGIN_WINDOW_MS. Recorded in the audit trail.
+ */
+export async function registerPasskey(deps: PageDeps, session: PersonSession, responseJson: string, proofJson: string | undefined): Promise<Passkey> {
   const settings = requirePasskeys(deps);
-  const person = signedIn(session);
-  const challenge = takeChallenge(deps, session, 'register');
-  const record = await loadPersonRecord(deps, person.personId);
-  if (record.passkeys.length >= MAX_PASSKEYS) throw new ApiError('invalid_request', `A person keeps at most ${MAX_PASSKEYS} passkeys.`);
+  const { person, data } = signedIn(session);
+  const challenge = takeChallenge(deps, data, 'register');
+  const proofChallenge = data.passkeyChallenges.proof;
+  delete data.passkeyChallenges.proof;
+  const passkeys = await listPasskeys(deps, person.personId);
+  if (passkeys.length > 0) {
+    if (!proofJson || !proofChallenge || proofChallenge.expiresAtMs <= deps.clock.nowMs()) {
+      throw new ApiError('unauthorized', 'Adding a passkey needs one of your passkeys first. Reload the page and try again.');
+    }
+    await verifyAssertion(deps, settings, person.personId, passkeys, proofChallenge.challenge, proofJson, 'passkey addition');
+  } else if (!deps.sessions.loggedInFreshly(session, FIRST_PASSKEY_LOGIN_WINDOW_MS)) {
+    throw freshLoginNeeded();
+  }
   let verification;
   try {
     verification = await verifyRegistrationResponse({
@@ -119,31 +181,37 @@ export async function registerPasskey(deps: PageDeps, session: PersonSession, re
   }
   if (!verification.verified) throw new ApiError('invalid_request', 'The passkey could not be verified. Try again.');
   const { credential } = verification.registrationInfo;
-  record.passkeys.push({
+  const passkey: Passkey = {
     id: credential.id,
     publicKey: Buffer.from(credential.publicKey).toString('base64url'),
     counter: credential.counter,
     ...(credential.transports ? { transports: credential.transports } : {}),
     createdAtMs: deps.clock.nowMs(),
-  });
-  await deps.store.savePerson(person.personId, JSON.stringify(record));
+  };
+  const added = await deps.store.addPasskey(person.personId, passkey.id, storedJson(passkey), MAX_PASSKEYS);
+  if (added === 'full') throw new ApiError('invalid_request', `A person keeps at most ${MAX_PASSKEYS} passkeys: remove one first.`);
+  if (added === 'exists') throw new ApiError('invalid_request', 'This passkey is yours already.');
+  deps.audit.record({ type: 'passkey.added', actor: 'person', via: 'approval_page', person_id: person.personId, passkey_id: passkey.id, proof: passkeys.length > 0 ? 'passkey' : 'fresh_login' });
+  return passkey;
+}
+
+/** Removes one of the person's passkeys (the people's API); recorded in the audit trail. */
+export async function removePasskey(deps: Pick<ServiceDeps, 'store' | 'audit'>, personId: string, passkeyId: string): Promise<void> {
+  if (!(await deps.store.removePasskey(personId, passkeyId))) throw new ApiError('not_found', 'you have no passkey with this id');
+  deps.audit.record({ type: 'passkey.removed', actor: 'person', via: 'people_api', person_id: personId, passkey_id: passkeyId });
 }
 
 /**
  * Options for the browser to prove presence for one approval, or null when the person has no
- * passkey yet. The challenge is issued only for this approval and only while it is open.
+ * passkey yet or passkeys cannot work here. The challenge is issued only for this approval.
  */
 export async function presenceOptions(deps: PageDeps, session: PersonSession, approvalId: string) {
   if (!deps.passkeys) return null;
-  const person = signedIn(session);
-  const record = await loadPersonRecord(deps, person.personId);
-  if (record.passkeys.length === 0) return null;
-  const options = await generateAuthenticationOptions({
-    rpID: deps.passkeys.rpId,
-    userVerification: 'required',
-    allowCredentials: record.passkeys.map((p) => ({ id: p.id, transports: p.transports as AuthenticatorTransport[] | undefined })),
-  });
-  session.data.passkeyChallenge = { purpose: 'approve', approvalId, challenge: options.challenge, expiresAtMs: deps.clock.nowMs() + CHALLENGE_TTL_MS };
+  const { person, data } = signedIn(session);
+  const passkeys = await listPasskeys(deps, person.personId);
+  if (passkeys.length === 0) return null;
+  const options = await generateAuthenticationOptions({ rpID: deps.passkeys.rpId, userVerification: 'required', allowCredentials: descriptorsOf(passkeys) });
+  data.passkeyChallenges.approve = { challenge: options.challenge, approvalId, expiresAtMs: deps.clock.nowMs() + CHALLENGE_TTL_MS };
   return options;
 }
 
@@ -154,12 +222,23 @@ export async function presenceOptions(deps: PageDeps, session: PersonSession, ap
  */
 export async function verifyPresence(deps: PageDeps, session: PersonSession, approvalId: string, responseJson: string | undefined): Promise<void> {
   const settings = requirePasskeys(deps);
-  const person = signedIn(session);
+  const { person, data } = signedIn(session);
   if (!responseJson) throw new ApiError('unauthorized', 'Approving this needs your passkey.');
-  const challenge = takeChallenge(deps, session, 'approve', approvalId);
+  const challenge = takeChallenge(deps, data, 'approve', approvalId);
+  const passkeys = await listPasskeys(deps, person.personId);
+  await verifyAssertion(deps, settings, person.personId, passkeys, challenge, responseJson, `approval ${approvalId}`);
+}
+
+/**
+ * A user-verified assertion by one of `passkeys` for `challenge`. The passkey's counter and last use
+ * are kept, not relied on (synced passkeys often report 0), and rewritten only while the passkey
+ * exists: one removed while this ran is refused, never brought back.
+ */
+async function verifyAssertion(
+  deps: PageDeps, settings: PasskeySettings, personId: string, passkeys: readonly Passkey[], challenge: string, responseJson: string, purpose: string,
+): Promise<void> {
   const response = parseResponse(responseJson) as AuthenticationResponseJSON;
-  const record = await loadPersonRecord(deps, person.personId);
-  const passkey = record.passkeys.find((p) => p.id === response.id);
+  const passkey = passkeys.find((p) => p.id === response?.id);
   if (!passkey) throw new ApiError('unauthorized', 'That passkey is not one of yours.');
   let verification;
   try {
@@ -177,20 +256,21 @@ export async function verifyPresence(deps: PageDeps, session: PersonSession, app
       },
     });
   } catch (error) {
-    deps.logger.warn('presence proof refused', { personId: person.personId, approvalId, error: (error as Error).message });
-    throw new ApiError('unauthorized', 'Your passkey could not be verified for this approval. Try again.');
+    deps.logger.warn('passkey assertion refused', { personId, purpose, error: (error as Error).message });
+    throw new ApiError('unauthorized', 'Your passkey could not be verified. Try again.');
   }
-  if (!verification.verified) throw new ApiError('unauthorized', 'Your passkey could not be verified for this approval. Try again.');
-  // The counter is kept, not relied on: synced passkeys often report 0.
-  passkey.counter = Math.max(passkey.counter, verification.authenticationInfo.newCounter);
-  await deps.store.savePerson(person.personId, JSON.stringify(record));
+  if (!verification.verified) throw new ApiError('unauthorized', 'Your passkey could not be verified. Try again.');
+  const used: Passkey = { ...passkey, counter: Math.max(passkey.counter, verification.authenticationInfo.newCounter), lastUsedAtMs: deps.clock.nowMs() };
+  if (!(await deps.store.updatePasskey(personId, passkey.id, storedJson(used)))) {
+    throw new ApiError('unauthorized', 'That passkey was removed. Use another one.');
+  }
 }
 
 /** The session's challenge for this ceremony, removed from the session whatever happens next. */
-function takeChallenge(deps: PageDeps, session: PersonSession, purpose: 'register' | 'approve', approvalId?: string): string {
-  const held = session.data.passkeyChallenge;
-  delete session.data.passkeyChallenge;
-  if (!held || held.purpose !== purpose || held.expiresAtMs <= deps.clock.nowMs() || (approvalId !== undefined && held.approvalId !== approvalId)) {
+function takeChallenge(deps: PageDeps, data: SessionData, ceremony: 'register' | 'approve', approvalId?: string): string {
+  const held = data.passkeyChallenges[ceremony];
+  delete data.passkeyChallenges[ceremony];
+  if (!held || held.expiresAtMs <= deps.clock.nowMs() || (approvalId !== undefined && held.approvalId !== approvalId)) {
     throw new ApiError('unauthorized', 'This passkey request is out of date. Reload the page and try again.');
   }
   return held.challenge;

@@ -1,4 +1,4 @@
-// People's own API (DESIGN §8, issue 15 point 5): what the approval page does, and a little more,
+// People's own API (DESIGN §8): what the approval page does, and a little more,
 // for the signed-in person, over their own hosts and agents only. "Mine" is decided here, once:
 // a host is the person's while it is in their host links (store.listPersonHostIds) AND its record
 // still names them (`userId`); its agents are theirs, except a delegated agent that acts for someone
@@ -11,14 +11,15 @@ import { grantCovers } from '../domain/constraints.ts';
 import { pruneHistory } from '../domain/grant-history.ts';
 import { agentRefusal } from '../domain/lifecycle.ts';
 import { checkLiveGrantLimits } from '../domain/limits.ts';
-import type { AgentRecord, AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
+import type { AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { approveAgent, denyAgent } from './admin.ts';
 import { releasePendingSlot, revokeChange } from './agents.ts';
 import { withoutGrants } from './approvals.ts';
+import { approvalForPerson, decidesFor, type ApprovalForPerson } from './device-approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
-import { cascadeToAgents, revokeHost } from './hosts.ts';
+import { revokeHost, withdrawHostTrust } from './hosts.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import type { PersonSession, Sessions, SignedIn } from './people.ts';
 import { transitionAgent } from './transitions.ts';
@@ -35,13 +36,13 @@ const noSuchGrant = () => new ApiError('not_found', 'this agent of yours has no 
 
 /** The person the session is signed in as; 401 when nobody is. */
 export function signedInPerson(session: PersonSession): SignedIn {
-  const person = session.data.person;
+  const person = session.data?.person;
   if (!person) throw new ApiError('authentication_required', 'Sign in first (the approval page at /signin): this API uses its session.');
   return person;
 }
 
 /** The person, signed in recently enough to decide (SIGN_IN_FRESH_SECONDS); 401 otherwise. */
-function decidingPerson(deps: PeopleApiDeps, session: PersonSession): SignedIn {
+export function decidingPerson(deps: PeopleApiDeps, session: PersonSession): SignedIn {
   const person = signedInPerson(session);
   if (!deps.sessions.isFresh(session)) {
     throw new ApiError('authentication_required', 'Sign in again to decide: approvals and grants need a recent sign-in.');
@@ -76,14 +77,49 @@ export interface MyAgent {
   snapshot: AgentSnapshot;
 }
 
-/** Every agent of my hosts, host by host (bounded: a host holds at most AGENTS_PER_HOST_MAX). */
-export async function myAgents(deps: ServiceDeps, personId: string): Promise<MyAgent[]> {
-  const all: MyAgent[] = [];
+/** The most agents one call reads (GET /people/me/agents and /people/me/approvals): a bounded page. */
+export const MAX_AGENTS_PER_PAGE = 200;
+/** Agents read from the store at once while building a page. */
+const READ_CONCURRENCY = 25;
+
+export interface Page<T> {
+  items: T[];
+  /** Where the next page starts; null when this page read the last agent. */
+  nextCursor: string | null;
+}
+
+/** A page cursor: the host and agent ids of the last agent a page read (ids never contain '/'). */
+const cursorOf = (hostId: string, agentId: string) => `${hostId}/${agentId}`;
+const CURSOR = /^([^/]{1,128})\/([^/]{1,128})$/;
+
+/**
+ * One page of the agents of my hosts, host by host and agent by agent in id order: at most `limit`
+ * agent records are read, so a person with many hosts of many agents (up to AGENTS_PER_HOST_MAX
+ * each) costs one bounded read per call, never all of them. `cursor` is a previous page's
+ * nextCursor; an unreadable one is 400.
+ */
+export async function myAgents(deps: ServiceDeps, personId: string, cursor: string | null = null, limit = MAX_AGENTS_PER_PAGE): Promise<Page<MyAgent>> {
+  const budget = Math.min(Math.max(1, Math.trunc(limit)), MAX_AGENTS_PER_PAGE);
+  const after = cursor === null ? null : CURSOR.exec(cursor);
+  if (cursor !== null && after === null) throw new ApiError('invalid_request', 'cursor: must be a next_cursor this endpoint answered');
+  const items: MyAgent[] = [];
+  let read = 0;
+  let last: string | null = null;
   for (const host of await myHosts(deps, personId)) {
-    const snapshots = await Promise.all((await deps.store.listHostAgentIds(host.id)).map((id) => deps.store.getAgent(id)));
-    for (const snapshot of snapshots) if (snapshot && isMyAgent(snapshot, personId)) all.push({ host, snapshot });
+    if (after && host.id < after[1]!) continue;
+    const ids = (await deps.store.listHostAgentIds(host.id)).sort().filter((id) => !after || host.id > after[1]! || id > after[2]!);
+    for (let start = 0; start < ids.length; start += READ_CONCURRENCY) {
+      const chunk = ids.slice(start, Math.min(start + READ_CONCURRENCY, start + budget - read));
+      const snapshots = await Promise.all(chunk.map((id) => deps.store.getAgent(id)));
+      snapshots.forEach((snapshot) => {
+        if (snapshot && isMyAgent(snapshot, personId)) items.push({ host, snapshot });
+      });
+      read += chunk.length;
+      last = cursorOf(host.id, chunk[chunk.length - 1]!);
+      if (read >= budget) return { items, nextCursor: last };
+    }
   }
-  return all;
+  return { items, nextCursor: null };
 }
 
 async function myAgent(deps: ServiceDeps, personId: string, agentId: string): Promise<MyAgent> {
@@ -98,61 +134,33 @@ async function myAgent(deps: ServiceDeps, personId: string, agentId: string): Pr
 
 // ---- approvals ----------------------------------------------------------------------------------
 
-/** One capability an approval decides, as the page shows it, with the id of the grant it decides. */
-export interface RequestedGrant {
-  grantId: string;
-  capability: string;
-  description: string;
-  constraints: Constraints | undefined;
-  reason: string | undefined;
-  /** 'presence': approving it needs a passkey on the approval page, not only a sign-in. */
-  approvalStrength: 'sign_in' | 'presence';
-}
+/** One open approval of one of my agents: exactly what the approval page would show for its code. */
+export type MyApproval = ApprovalForPerson;
 
-/** One open approval of one of my agents: what the approval page would show for its code. */
-export interface MyApproval {
-  agent: Pick<AgentRecord, 'id' | 'name' | 'mode' | 'reason' | 'status'>;
-  host: Pick<HostRecord, 'id' | 'name'>;
-  approvalId: string;
-  expiresAtMs: number;
-  /** True when the agent itself waits (a registration), not only some of its grants. */
-  registration: boolean;
-  requested: RequestedGrant[];
-}
-
-/** The open approval a delegated agent of mine waits on, as the page would show it; null when none is open. */
-function openApproval(deps: ServiceDeps, { host, snapshot }: MyAgent, nowMs: number): MyApproval | null {
-  const { agent, grants } = snapshot;
-  const approval = agent.approval;
-  if (agent.mode !== 'delegated' || !approval || approval.expiresAtMs <= nowMs) return null;
-  if (agent.status !== 'pending' && agent.status !== 'active') return null;
-  const decides = new Set(approval.grantIds);
-  return {
-    agent: { id: agent.id, name: agent.name, mode: agent.mode, reason: agent.reason, status: agent.status },
-    host: { id: host.id, name: host.name },
-    approvalId: approval.id,
-    expiresAtMs: approval.expiresAtMs,
-    registration: agent.status === 'pending',
-    requested: grants
-      .filter((g) => g.status === 'pending' && decides.has(g.id))
-      .map((g) => {
-        const capability = deps.catalog.get(g.capability);
-        return {
-          grantId: g.id,
-          capability: g.capability,
-          description: capability?.description ?? '(this capability is no longer offered)',
-          constraints: g.constraints,
-          reason: g.reason,
-          approvalStrength: capability?.approval_strength ?? 'sign_in',
-        };
-      }),
-  };
-}
-
-/** The open approvals of my delegated agents. */
-export async function myApprovals(deps: ServiceDeps, personId: string): Promise<MyApproval[]> {
+/** The open approvals among one page of my agents (myAgents says what a page is). */
+export async function myApprovals(deps: ServiceDeps, personId: string, cursor: string | null = null): Promise<Page<MyApproval>> {
   const nowMs = deps.clock.nowMs();
-  return (await myAgents(deps, personId)).map((mine) => openApproval(deps, mine, nowMs)).filter((a): a is MyApproval => a !== null);
+  const page = await myAgents(deps, personId, cursor);
+  const items = page.items
+    .filter(({ host, snapshot }) => decidesFor(personId, host, snapshot.agent))
+    .map(({ host, snapshot }) => approvalForPerson(deps.catalog, host, snapshot, nowMs))
+    .filter((a): a is MyApproval => a !== null);
+  return { items, nextCursor: page.nextCursor };
+}
+
+/**
+ * One of my open approvals, by its id, read without listing anything: an approval's user code is
+ * derived from its id, and the code's lookup index names the agent (services/user-codes.ts).
+ */
+async function myOpenApproval(deps: ServiceDeps, personId: string, approvalId: string): Promise<MyApproval> {
+  const agentId = await deps.store.findAgentIdByUserCode(deps.userCodes.lookupKey(deps.userCodes.codeFor(approvalId))!);
+  if (agentId === null) throw noSuchApproval();
+  const { host, snapshot } = await myAgent(deps, personId, agentId).catch(() => {
+    throw noSuchApproval();
+  });
+  const approval = decidesFor(personId, host, snapshot.agent) ? approvalForPerson(deps.catalog, host, snapshot, deps.clock.nowMs()) : null;
+  if (approval === null || approval.approvalId !== approvalId) throw noSuchApproval();
+  return approval;
 }
 
 export interface MyDecision {
@@ -168,8 +176,7 @@ export interface MyDecision {
  */
 export async function decideMyApproval(deps: PeopleApiDeps, session: PersonSession, approvalId: string, decision: MyDecision): Promise<AgentSnapshot> {
   const person = decidingPerson(deps, session);
-  const approval = (await myApprovals(deps, person.personId)).find((a) => a.approvalId === approvalId);
-  if (!approval) throw noSuchApproval();
+  const approval = await myOpenApproval(deps, person.personId, approvalId);
   const asPerson = { userId: person.personId, approvalId, by: { actor: 'person', via: 'people_api' } as const };
   if (decision.verdict === 'deny') return denyAgent(deps, approval.agent.id, asPerson);
   const offered = new Map(approval.requested.map((r) => [r.capability, r]));
@@ -293,48 +300,11 @@ export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: 
 }
 
 /**
- * Unlinks one of my hosts: I no longer vouch for it. Stance: the host is not revoked (nothing says
- * its key is compromised, and someone may vouch for it again), it stays `active` but unlinked, so
- * every new delegated registration from it waits for a person's approval again
- * (domain/registration.ts registrationNeedsApproval), and whoever approves one links it. Its
- * delegated agents acted for me: they are revoked with their grants. Agents acting for someone else,
- * and autonomous or already final ones, are left as they are.
- *
- * Order, so that every crash leaves a safe state: the agents are revoked while the host is still
- * mine (a crash here leaves it linked with its agents revoked, and I can unlink again); then the
- * link goes; then agents that registered meanwhile (the host was still linked, so they were
- * approved as mine) are revoked in a second sweep. A registration that read the host before the
- * unlink cannot land after it: the store admits an agent only while its host still has the person
- * the registration was decided with.
+ * Unlinks one of my hosts: I no longer vouch for it, so it gets nothing more without a new approval
+ * and every agent it runs is revoked (services/hosts.ts withdrawHostTrust says why and in which
+ * order). The host is not revoked: nothing says its key is compromised, and someone may vouch for it
+ * again by approving one of its agents.
  */
 export async function unlinkMyHost(deps: ServiceDeps, personId: string, hostId: string): Promise<{ host: HostRecord; agentsRevoked: number }> {
-  const host = await myHost(deps, personId, hostId);
-  let agentsRevoked = await revokeDelegatedAgents(deps, host.id, personId);
-  const result = await deps.store.updateHost(host.id, { userId: null, updatedAtMs: deps.clock.nowMs() });
-  if (!result) throw noSuchHost();
-  await deps.store.removePersonHost(personId, host.id);
-  agentsRevoked += await revokeDelegatedAgents(deps, host.id, personId);
-  deps.logger.info('host unlinked by its person', { hostId: host.id, personId, agentsRevoked });
-  deps.audit.record({ type: 'host.unlinked', actor: 'person', via: 'people_api', person_id: personId, host_id: host.id, agents_revoked: agentsRevoked });
-  return { host: result.host, agentsRevoked };
-}
-
-/** Revokes the host's delegated agents that act for this person (or for nobody yet); how many changed. */
-async function revokeDelegatedAgents(deps: ServiceDeps, hostId: string, personId: string): Promise<number> {
-  const waited = new Set<string>();
-  const nowMs = deps.clock.nowMs();
-  const changed = await cascadeToAgents(deps, hostId, (snapshot) => {
-    const { agent } = snapshot;
-    const live = agent.status === 'active' || agent.status === 'pending' || agent.status === 'expired';
-    if (agent.mode !== 'delegated' || !live || !isMyAgent(snapshot, personId)) return null;
-    if (agent.status === 'pending') waited.add(agent.id);
-    return revokeChange(snapshot, nowMs);
-  });
-  // As releasePendingSlot does: best effort, a slot left behind frees itself when its approval lapses.
-  for (const agentId of waited) {
-    await deps.store.forgetPendingAgent(hostId, agentId).catch((err: unknown) => {
-      deps.logger.warn('could not free a pending-agent slot; it frees itself when the approval lapses', { agentId, err });
-    });
-  }
-  return changed;
+  return withdrawHostTrust(deps, await myHost(deps, personId, hostId), { actor: 'person', via: 'people_api', person_id: personId });
 }

@@ -1,11 +1,15 @@
 // People's sessions on the approval page (DESIGN §8). A session is a random id in an HttpOnly,
 // SameSite=Lax cookie; the server keeps it under a hash of that id (so a reader of the store cannot
 // take a session over), with an idle timeout and an absolute lifetime. It carries the signed-in
-// person with the time of the sign-in (approvals need a fresh one), the CSRF token every form
-// repeats, a sign-in in progress, and the page's failed code lookups.
+// person with the time of the sign-in (approvals need a fresh one) and of the last time they entered
+// their credentials at the identity provider (a first passkey needs that), the CSRF token every
+// form repeats, and a WebAuthn ceremony in progress. Only signed-in sessions are stored: before a
+// sign-in completes, what the sign-in needs rides in a sealed cookie (people/sealed-cookie.ts), so
+// an anonymous visitor costs no storage.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
+import { CookieSealer } from '../people/sealed-cookie.ts';
 import type { Store } from '../store/store.ts';
 
 /** Someone who signed in: issuer-qualified, never identified by email. */
@@ -14,6 +18,12 @@ export interface SignedIn {
   name?: string | undefined;
   email?: string | undefined;
   signedInAtMs: number;
+  /**
+   * When the person last entered their credentials at the identity provider within one of our
+   * sign-ins (its auth_time fell after the sign-in started, so no single sign-on session answered
+   * for them). Absent when the provider answered from its own session.
+   */
+  freshLoginAtMs?: number | undefined;
 }
 
 /** What an OpenID Connect sign-in keeps between leaving for the provider and coming back. */
@@ -25,27 +35,32 @@ export interface PendingSignInState {
   startedAtMs: number;
 }
 
+const challengeSchema = z.object({ challenge: z.string().max(512), approvalId: z.string().max(128).optional(), expiresAtMs: z.number() });
+
 const sessionSchema = z.object({
   csrfToken: z.string().min(16),
   createdAtMs: z.number(),
   lastSeenAtMs: z.number(),
-  person: z.object({ personId: z.string(), name: z.string().optional(), email: z.string().optional(), signedInAtMs: z.number() }).optional(),
-  pendingSignIn: z.object({ state: z.string(), nonce: z.string(), codeVerifier: z.string(), returnTo: z.string(), startedAtMs: z.number() }).optional(),
-  /** A WebAuthn ceremony in progress: its challenge, what it is for, and until when. */
-  passkeyChallenge: z.object({
-    purpose: z.enum(['register', 'approve']), challenge: z.string().max(512), approvalId: z.string().max(128).optional(), expiresAtMs: z.number(),
-  }).optional(),
-  /** When recent code lookups failed (bounded: only the window's ones are kept). */
-  failedCodeLookupsAtMs: z.array(z.number()).max(100).default([]),
+  person: z.object({
+    personId: z.string(), name: z.string().optional(), email: z.string().optional(), signedInAtMs: z.number(), freshLoginAtMs: z.number().optional(),
+  }),
+  /**
+   * WebAuthn ceremonies in progress, by what they are for: adding a passkey, proving an existing one
+   * to add another, or approving one approval. Each challenge is used once, by its own ceremony only.
+   */
+  passkeyChallenges: z.object({ register: challengeSchema.optional(), proof: challengeSchema.optional(), approve: challengeSchema.optional() }).default({}),
 });
 
 export type SessionData = z.infer<typeof sessionSchema>;
+export type PasskeyCeremony = keyof SessionData['passkeyChallenges'];
 
+/** A signed-in person's session, or an anonymous visitor (nothing stored, nothing to keep). */
 export interface PersonSession {
   /** The cookie's value; never stored. */
   id: string;
-  data: SessionData;
-  /** True until saved once: a new session costs no storage until it holds something. */
+  /** Absent for an anonymous visitor. */
+  data: SessionData | null;
+  /** True until saved once. */
   isNew: boolean;
 }
 
@@ -53,11 +68,9 @@ export interface SessionSettings {
   idleSeconds: number;
   maxSeconds: number;
   freshSeconds: number;
+  /** SIGN_IN_COOKIE_KEY, when configured; otherwise a random key kept in the store. */
+  cookieKey?: string | undefined;
 }
-
-/** Failed code lookups one session may make per window before it must wait. */
-export const MAX_FAILED_CODE_LOOKUPS = 5;
-export const FAILED_CODE_LOOKUP_WINDOW_MS = 15 * 60_000;
 
 const keyOf = (id: string) => createHash('sha256').update(`person-session:${id}`).digest('base64url');
 const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
@@ -66,6 +79,7 @@ export class Sessions {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #settings: SessionSettings;
+  #sealer: Promise<CookieSealer> | null = null;
 
   constructor(store: Store, clock: Clock, settings: SessionSettings) {
     this.#store = store;
@@ -73,7 +87,7 @@ export class Sessions {
     this.#settings = settings;
   }
 
-  /** The session the cookie names, or a new one (unsaved) when there is none, or it expired. */
+  /** The session the cookie names, or an anonymous visitor when there is none, or it expired. */
   async load(cookieValue: string | undefined): Promise<PersonSession> {
     const nowMs = this.#clock.nowMs();
     if (cookieValue !== undefined && SESSION_ID.test(cookieValue)) {
@@ -83,11 +97,12 @@ export class Sessions {
         return { id: cookieValue, data: { ...parsed.data, lastSeenAtMs: nowMs }, isNew: false };
       }
     }
-    return this.#fresh(nowMs);
+    return { id: '', data: null, isNew: true };
   }
 
-  /** Saves the session for the rest of its idle time (never past its absolute lifetime). */
+  /** Saves a signed-in session for the rest of its idle time (never past its absolute lifetime); an anonymous one is never stored. */
   async save(session: PersonSession): Promise<void> {
+    if (session.data === null) return;
     const nowMs = this.#clock.nowMs();
     const leftMs = Math.min(this.#settings.idleSeconds * 1000, session.data.createdAtMs + this.#settings.maxSeconds * 1000 - nowMs);
     if (leftMs <= 0) return;
@@ -101,8 +116,12 @@ export class Sessions {
    */
   async signIn(session: PersonSession, person: SignedIn): Promise<PersonSession> {
     await this.destroy(session);
-    const next = this.#fresh(this.#clock.nowMs());
-    next.data.person = person;
+    const nowMs = this.#clock.nowMs();
+    const next: PersonSession = {
+      id: randomBytes(32).toString('base64url'),
+      data: { csrfToken: randomBytes(32).toString('base64url'), createdAtMs: nowMs, lastSeenAtMs: nowMs, person, passkeyChallenges: {} },
+      isNew: true,
+    };
     await this.save(next);
     return next;
   }
@@ -113,35 +132,47 @@ export class Sessions {
 
   /** Signed in recently enough to decide an approval (SIGN_IN_FRESH_SECONDS). */
   isFresh(session: PersonSession): boolean {
-    const person = session.data.person;
+    const person = session.data?.person;
     return person !== undefined && this.#clock.nowMs() - person.signedInAtMs <= this.#settings.freshSeconds * 1000;
+  }
+
+  /** Entered their credentials at the identity provider within the last `withinMs`. */
+  loggedInFreshly(session: PersonSession, withinMs: number): boolean {
+    const at = session.data?.person.freshLoginAtMs;
+    return at !== undefined && this.#clock.nowMs() - at <= withinMs;
   }
 
   /** Whether a form's CSRF token is this session's (constant time). */
   csrfMatches(session: PersonSession, given: unknown): boolean {
-    if (typeof given !== 'string') return false;
-    const a = Buffer.from(given);
-    const b = Buffer.from(session.data.csrfToken);
-    return a.length === b.length && timingSafeEqual(a, b);
+    return session.data !== null && sameSecret(given, session.data.csrfToken);
   }
 
-  /** Failed lookups within the window, after forgetting older ones. */
-  recentFailedLookups(session: PersonSession): number {
-    const since = this.#clock.nowMs() - FAILED_CODE_LOOKUP_WINDOW_MS;
-    session.data.failedCodeLookupsAtMs = session.data.failedCodeLookupsAtMs.filter((t) => t > since);
-    return session.data.failedCodeLookupsAtMs.length;
+  /** The key this session's attempt limits count under: a hash of its id, never the id itself. */
+  limitKey(session: PersonSession): string {
+    return keyOf(session.id);
   }
 
-  recordFailedLookup(session: PersonSession): void {
-    this.recentFailedLookups(session);
-    session.data.failedCodeLookupsAtMs.push(this.#clock.nowMs());
+  /** The sealer of the sign-in cookies: from SIGN_IN_COOKIE_KEY, else a random key every instance shares through the store. */
+  sealer(): Promise<CookieSealer> {
+    if (this.#sealer === null) {
+      const configured = this.#settings.cookieKey;
+      const made = configured !== undefined
+        ? Promise.resolve(new CookieSealer(Buffer.from(configured, 'utf8')))
+        : this.#store.sharedSecret('sign-in-cookie-key').then((secret) => new CookieSealer(Buffer.from(secret, 'base64url')));
+      // A store that could not answer is asked again next time, not remembered as a failure.
+      this.#sealer = made.catch((err: unknown) => {
+        this.#sealer = null;
+        throw err;
+      });
+    }
+    return this.#sealer;
   }
+}
 
-  #fresh(nowMs: number): PersonSession {
-    return {
-      id: randomBytes(32).toString('base64url'),
-      data: { csrfToken: randomBytes(32).toString('base64url'), createdAtMs: nowMs, lastSeenAtMs: nowMs, failedCodeLookupsAtMs: [] },
-      isNew: true,
-    };
-  }
+/** Whether `given` is `expected`, compared in constant time. */
+export function sameSecret(given: unknown, expected: string): boolean {
+  if (typeof given !== 'string') return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
 }

@@ -225,9 +225,17 @@ export interface Store {
   removePersonHost(personId: string, hostId: string): Promise<void>;
   /** The hosts linked to a person, sorted; bounded by what the person linked. */
   listPersonHostIds(personId: string): Promise<string[]>;
-  /** A person's own record (JSON: passkeys and the like), or null. */
-  loadPerson(personId: string): Promise<string | null>;
-  savePerson(personId: string, json: string): Promise<void>;
+  /** A person's passkeys: each credential id with the JSON the service stored for it. */
+  listPasskeys(personId: string): Promise<Array<{ id: string; json: string }>>;
+  /**
+   * Adds a passkey unless the person has one with this credential id ('exists') or holds `max`
+   * already ('full'): one atomic step, so two ceremonies at once cannot both pass the count.
+   */
+  addPasskey(personId: string, passkeyId: string, json: string, max: number): Promise<'added' | 'exists' | 'full'>;
+  /** Rewrites a passkey only while it exists (false otherwise): a use racing a removal never brings it back. */
+  updatePasskey(personId: string, passkeyId: string, json: string): Promise<boolean>;
+  /** Removes a passkey; false when the person had none with this id. */
+  removePasskey(personId: string, passkeyId: string): Promise<boolean>;
 
   // ---- audit trail (issue 17 point 3) -----------------------------------------------------------
   /**

@@ -1,4 +1,4 @@
-// Issue 15's third browser run: approving a capability that changes things needs a passkey. A real
+// The third browser run: approving a capability that changes things needs a passkey. A real
 // headless Chromium with a virtual authenticator (CDP) signs in, adds a passkey, and approves
 // `transfer_money` (marked `approval_strength: "presence"` in the catalog) with a fresh assertion
 // bound to that approval, while the agent's host polls its status. The server is reached as
@@ -98,7 +98,7 @@ describe('presence is checked by the server, not by the page', () => {
     const person = new PersonBrowser(server.baseUrl);
     // Pretend the person has a passkey: the page then issues a challenge for the approval it shows.
     const personId = 'dev|Rae';
-    await server.store.savePerson(personId, JSON.stringify({ passkeys: [{ id: 'AAAA', publicKey: 'AAAA', counter: 0, createdAtMs: 0 }] }));
+    await server.store.addPasskey(personId, 'AAAA', JSON.stringify({ publicKey: 'AAAA', counter: 0, createdAtMs: 0 }), 20);
     const pageA = await person.signIn('Rae', `/device?user_code=${a.res.json.approval.user_code}`);
     expect(pageA.text).toContain('presence-options');
     const pageB = /name="approval_id" value="([^"]+)"/.exec((await person.request('GET', `/device?user_code=${b.res.json.approval.user_code}`)).text)![1]!;

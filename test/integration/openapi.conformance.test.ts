@@ -136,6 +136,10 @@ describe('real answers conform to the OpenAPI document', () => {
     const asked = conforms('POST', '/agent/request-capability', await c.requestCapability(agent, { capabilities: ['transfer_money'], reason: 'to pay' }));
     expect(asked.json.status).toBe('pending');
     await mine('GET', '/people/me/hosts', '/people/me/hosts');
+    // A passkey of this person, as the page would have stored it, to list and remove.
+    await server.store.addPasskey(person.id, 'conformance-passkey', JSON.stringify({ publicKey: 'AAAA', counter: 0, createdAtMs: Date.now() }), 20);
+    expect((await mine('GET', '/people/me/passkeys', '/people/me/passkeys')).json.passkeys).toHaveLength(1);
+    await mine('POST', '/people/me/passkeys/{passkeyId}/remove', '/people/me/passkeys/conformance-passkey/remove');
     await mine('GET', '/people/me/agents', '/people/me/agents');
     const approvals = await mine('GET', '/people/me/approvals', '/people/me/approvals');
     const approvalId = approvals.json.approvals[0].approval_id as string;
@@ -192,6 +196,7 @@ describe('real answers conform to the OpenAPI document', () => {
   it('the admin API: hosts, policy, operators, the catalog, the audit trail, and its refusals', async () => {
     const other = await newEd25519();
     const created = await admin('POST', '/admin/hosts', '/admin/hosts', { public_key: other.publicJwk, user_id: 'admin:conformance' });
+    expect((await admin('POST', '/admin/hosts/{hostId}/unlink', `/admin/hosts/${created.json.host_id}/unlink`)).json).toMatchObject({ status: 'pending', linked: false });
     await admin('POST', '/admin/hosts/{hostId}/revoke', `/admin/hosts/${created.json.host_id}/revoke`);
     await admin('GET', '/admin/policy', '/admin/policy');
     await admin('POST', '/admin/policy/reload', '/admin/policy/reload');

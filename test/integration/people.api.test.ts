@@ -345,15 +345,16 @@ describe.each(['memory', 'redis'] as const)("people's own API (%s store)", (stor
     expect((await alice.get('/people/me/approvals')).json.approvals).toEqual([]);
   });
 
-  it('unlinking a host revokes its delegated agents, keeps it active but unlinked, and its next delegated agent waits for a person again', async () => {
+  it('unlinking a host withdraws its trust: its agents are revoked, it is pending with no defaults, and its next delegated agent waits for a person again', async () => {
     const alice = await Person.signedIn('Alice');
     const a = await worldOf(alice);
     const res = await alice.post(`/people/me/hosts/${a.hostId}/unlink`);
-    expect(res.json).toEqual({ host_id: a.hostId, status: 'active', linked: false, agents_revoked: 2 });
+    expect(res.json).toEqual({ host_id: a.hostId, status: 'pending', linked: false, agents_revoked: 2 });
     expect(code(await c.execute(a.active, 'echo', {}))).toBe('403 agent_revoked');
     expect((await c.admin('GET', `/admin/agents/${a.waiting.id}`)).json.status).toBe('revoked');
     const host = (await c.admin('GET', `/admin/hosts/${a.hostId}`)).json;
-    expect(host.status).toBe('active');
+    expect(host.status).toBe('pending');
+    expect(host.default_capabilities).toEqual([]);
     expect(host).not.toHaveProperty('user_id');
     // It is no longer Alice's: gone from her lists, and her ids for it answer 404.
     expect((await alice.get('/people/me/hosts')).json.hosts).toEqual([]);
@@ -374,16 +375,19 @@ describe.each(['memory', 'redis'] as const)("people's own API (%s store)", (stor
     expect((await c.admin('GET', `/admin/hosts/${a.hostId}`)).json.user_id).toMatch(/^dev\|Bob-/);
   });
 
-  it('unlinking leaves alone the agents of the host that act for someone else', async () => {
+  it('an administrator linking the host to someone else withdraws the first person\'s trust: no agent keeps acting for a person who no longer answers for the host', async () => {
     const alice = await Person.signedIn('Alice');
     const a = await worldOf(alice);
     const bob = await Person.signedIn('Bob');
-    // An administrator links the host to Bob, Bob's agent registers, then the host goes back to Alice.
+    // An administrator links Alice's host to Bob: Alice's agents are revoked with her link.
     await c.admin('POST', '/admin/hosts', { public_key: a.host.publicJwk, default_capabilities: ['echo'], user_id: bob.personId });
+    expect(code(await c.execute(a.active, 'echo', {}))).toBe('403 agent_revoked');
     const bobs = await c.register(a.host, { mode: 'delegated', capabilities: ['echo'] });
+    expect(bobs.res.json.status).toBe('active');
+    // Back to Alice: Bob's agent goes with Bob's link, and Alice unlinking then has nothing left to revoke.
     await c.admin('POST', '/admin/hosts', { public_key: a.host.publicJwk, default_capabilities: ['echo'], user_id: alice.personId });
-    expect((await alice.post(`/people/me/hosts/${a.hostId}/unlink`)).json.agents_revoked).toBe(2);
-    expect((await c.execute(bobs.agent!, 'echo', {})).status).toBe(200);
+    expect(code(await c.execute(bobs.agent!, 'echo', {}))).toBe('403 agent_revoked');
+    expect((await alice.post(`/people/me/hosts/${a.hostId}/unlink`)).json.agents_revoked).toBe(0);
   });
 
   it("a host an administrator linked to another person is no longer the first person's", async () => {

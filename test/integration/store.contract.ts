@@ -810,7 +810,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.listStalePending('host', 3000, 10)).not.toContain(lone.id);
       });
 
-      it("a person's host links and own record are kept, listed and changed, for any person id", async () => {
+      it("a person's host links are kept, listed and changed, for any person id", async () => {
         const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
         expect(await store.listPersonHostIds(person)).toEqual([]);
         await store.addPersonHost(person, 'hst_b');
@@ -820,9 +820,29 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         await store.removePersonHost(person, 'hst_b');
         expect(await store.listPersonHostIds(person)).toEqual(['hst_a']);
         expect(await store.listPersonHostIds(`${person}x`)).toEqual([]);
-        expect(await store.loadPerson(person)).toBeNull();
-        await store.savePerson(person, '{"passkeys":[]}');
-        expect(await store.loadPerson(person)).toBe('{"passkeys":[]}');
+      });
+
+      it("a person's passkeys: added once each, at most max, rewritten only while they exist (a removed one never comes back)", async () => {
+        const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
+        expect(await store.listPasskeys(person)).toEqual([]);
+        expect(await store.addPasskey(person, 'cred-a', '{"n":1}', 2)).toBe('added');
+        expect(await store.addPasskey(person, 'cred-a', '{"n":2}', 2)).toBe('exists');
+        expect(await store.addPasskey(person, 'cred-b', '{"n":3}', 2)).toBe('added');
+        expect(await store.addPasskey(person, 'cred-c', '{"n":4}', 2)).toBe('full');
+        expect((await store.listPasskeys(person)).sort((x, y) => x.id.localeCompare(y.id))).toEqual([{ id: 'cred-a', json: '{"n":1}' }, { id: 'cred-b', json: '{"n":3}' }]);
+        expect(await store.updatePasskey(person, 'cred-a', '{"n":5}')).toBe(true);
+        expect(await store.removePasskey(person, 'cred-a')).toBe(true);
+        expect(await store.removePasskey(person, 'cred-a')).toBe(false);
+        expect(await store.updatePasskey(person, 'cred-a', '{"n":6}')).toBe(false);
+        expect(await store.listPasskeys(person)).toEqual([{ id: 'cred-b', json: '{"n":3}' }]);
+        expect(await store.listPasskeys(`${person}x`)).toEqual([]);
+      });
+
+      it('two passkey ceremonies at once cannot both pass the count', async () => {
+        const person = uid('person');
+        const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.addPasskey(person, `cred-${i}`, '{}', 3)));
+        expect(outcomes.filter((o) => o === 'added')).toHaveLength(3);
+        expect(await store.listPasskeys(person)).toHaveLength(3);
       });
 
       it('a shared secret is created once and is the same for every caller', async () => {

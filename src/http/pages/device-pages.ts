@@ -1,11 +1,16 @@
-// The approval page's HTML (protocol §10; DESIGN §8). Server-rendered, no script at all, one
-// stylesheet; every form carries the session's CSRF token; every string an agent or host chose is
-// cleaned (displayText), escaped (html) and never a link. Plain words: a person should know what
-// they are about to allow, and that they should only go on if they started it.
-import type { ApprovalForPerson } from '../../services/device-approvals.ts';
+// The approval page's HTML (protocol §10; DESIGN §8). Server-rendered, no inline script, one
+// stylesheet; every form carries a CSRF token; every string an agent or host chose is shown as its
+// claim, cleaned (displayText), escaped (html), never a link, with a warning when it mixes alphabets
+// or imitates a known name. Constraints are shown in words and in full, exactly as execute enforces
+// them, with any name outside printable ASCII marked (domain/consent-text.ts). Plain words: a
+// person should know what they are about to allow, and that they should only go on if they started it.
+import { claimWarnings, constraintLines, jsonText, outsidePrintableAscii, type PluginLookup } from '../../domain/consent-text.ts';
+import type { Constraints } from '../../domain/types.ts';
+import type { ApprovalForPerson, RequestedGrant } from '../../services/device-approvals.ts';
 import { displayText, html, trusted, type SafeHtml } from './html.ts';
 
-const LIMITS = { name: 200, hostName: 200, reason: 500, description: 500, constraints: 2000 } as const;
+/** Display lengths of what an agent or host chose (they are stored bounded too: names 200, reasons 1000). */
+const LIMITS = { name: 200, hostName: 200, reason: 1000, description: 500 } as const;
 
 export function layout(title: string, body: SafeHtml, signedInAs?: { name: string; csrfToken: string }): SafeHtml {
   return html`<!doctype html>
@@ -39,56 +44,98 @@ ${error ? html`<p class="error" role="alert">${error}</p>` : ''}
 </form>`;
 }
 
-function constraintsText(constraints: Record<string, unknown> | undefined): string {
-  if (!constraints || Object.keys(constraints).length === 0) return '';
-  return displayText(JSON.stringify(constraints), LIMITS.constraints);
-}
-
 /** How the approval page handles capabilities that need presence. */
 export type PresenceOnPage =
   | { kind: 'not_needed' }
   /** The person has a passkey: the options the browser proves presence with. */
   | { kind: 'ready'; options: unknown }
-  /** No passkey yet, or passkeys cannot work on this server. */
+  /** No passkey yet: it can be added first. */
   | { kind: 'no_passkey'; addUrl: string }
+  /** Passkeys cannot work on this server (its issuer is an IP address). */
   | { kind: 'unavailable' };
 
 /**
  * A JSON data block (not executed, so the CSP allows it): `<` is escaped as \u003c so the data can
  * never close the element, and the id is one of our constants.
  */
-function dataBlock(id: 'presence-options' | 'passkey-registration-options', value: unknown): SafeHtml {
+function dataBlock(id: 'presence-options' | 'passkey-registration-options' | 'passkey-proof-options', value: unknown): SafeHtml {
   const json = JSON.stringify(value).replace(/</g, '\\u003c');
   return trusted(`<script type="application/json" id="${id}">${json}</script>`);
 }
 
-export function approvalPage(view: ApprovalForPerson, csrfToken: string, nowMs: number, presence: PresenceOnPage = { kind: 'not_needed' }): SafeHtml {
-  const minutesLeft = Math.max(1, Math.round((view.expiresAtMs - nowMs) / 60_000));
-  const hostName = displayText(view.host.name, LIMITS.hostName) || `a host that gave no name (id ${view.host.id})`;
+/** What the approval page needs besides the approval itself. */
+export interface ApprovalPageContext {
+  csrfToken: string;
+  /** The code the person typed: the form carries it, so a refusal's page can link back here. */
+  userCode: string;
+  nowMs: number;
+  presence: PresenceOnPage;
+  /** Names an agent or host might imitate (the server's, the person's other hosts'). */
+  known: readonly string[];
+  /** Plugin operators' descriptions, for constraints in words. */
+  plugins: PluginLookup;
+}
+
+/**
+ * Something an agent or host chose to call itself, shown as its claim: length-limited, and with a
+ * warning under it when it mixes alphabets, imitates a known name or hides characters.
+ */
+function claim(text: string | undefined, max: number, known: readonly string[]): SafeHtml {
+  const shown = displayText(text, max);
+  const warnings = text ? claimWarnings(text, known) : [];
+  return html`${shown}${warnings.map((w) => html`<br><span class="warning-inline">Careful: it ${w}.</span>`)}`;
+}
+
+/** A name outside printable ASCII, marked with the code points a person could not tell apart. */
+function markedName(name: string): SafeHtml {
+  const unusual = outsidePrintableAscii(name);
+  return unusual.length === 0
+    ? html`<code>${name}</code>`
+    : html`<code class="unusual">${jsonText(name)}</code> <span class="warning-inline">(not plain letters: ${unusual.join(' ')})</span>`;
+}
+
+/** A grant's constraints in words and in full: one line per argument, every condition on it. */
+function constraintsInWords(constraints: Constraints | undefined, plugins: PluginLookup): SafeHtml | string {
+  if (!constraints || Object.keys(constraints).length === 0) return '';
+  return html`<ul class="limits">${constraintLines(constraints, plugins).map((line) => html`<li>${markedName(line.field)}: ${line.conditions.join(', and ')}</li>`)}</ul>`;
+}
+
+/** Whether a capability can be approved here, now. */
+const approvable = (r: RequestedGrant, presence: PresenceOnPage) => r.approvalStrength !== 'presence' || presence.kind === 'ready';
+
+export function approvalPage(view: ApprovalForPerson, context: ApprovalPageContext): SafeHtml {
+  const { presence, known } = context;
+  const minutesLeft = Math.max(1, Math.round((view.expiresAtMs - context.nowMs) / 60_000));
+  const hostName = view.host.name ? claim(view.host.name, LIMITS.hostName, known) : html`a host that gave no name (id ${view.host.id})`;
   return html`<h1>Allow this agent?</h1>
 <p>Approving lets the agent below act <strong>on your behalf</strong> with the capabilities you tick. <strong>Only approve if you started this yourself.</strong> This request expires in about ${minutesLeft} minute${minutesLeft === 1 ? '' : 's'}.</p>
+<p class="hint">The names and reasons below are what the agent and its host say about themselves; agentgate does not vouch for them.</p>
 <dl class="facts">
-<dt>Agent</dt><dd>${displayText(view.agent.name, LIMITS.name)}</dd>
-<dt>Running on</dt><dd>${hostName}</dd>
+<dt>Agent calls itself</dt><dd>${claim(view.agent.name, LIMITS.name, known)}</dd>
+<dt>Running on a host that calls itself</dt><dd>${hostName}</dd>
 <dt>Acts</dt><dd>${view.agent.mode === 'delegated' ? 'for you' : 'on its own'}</dd>
-${view.agent.reason ? html`<dt>Says why</dt><dd class="quoted">${displayText(view.agent.reason, LIMITS.reason)}</dd>` : ''}
+${view.agent.reason ? html`<dt>Says why</dt><dd class="quoted">${claim(view.agent.reason, LIMITS.reason, known)}</dd>` : ''}
 </dl>
 ${presenceNote(presence)}
 <form method="post" action="/device/decision" id="decision-form">
-<input type="hidden" name="csrf" value="${csrfToken}">
+<input type="hidden" name="csrf" value="${context.csrfToken}">
 <input type="hidden" name="webauthn_response" id="presence-response" value="">
 <input type="hidden" name="agent_id" value="${view.agent.id}">
 <input type="hidden" name="approval_id" value="${view.approvalId}">
+<input type="hidden" name="user_code" value="${context.userCode}">
 ${view.requested.length === 0
     ? html`<p>It asks only to be connected; it gets no capabilities until you grant them.</p>`
     : html`<fieldset><legend>It asks to</legend>
-${view.requested.map((r, i) => html`<div class="capability">
-<input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" ${r.presence ? html`data-presence="1" ` : ''}checked>
-<label for="cap-${i}"><code>${displayText(r.capability, 128)}</code>: ${displayText(r.description, LIMITS.description)}</label>
-${constraintsText(r.constraints) ? html`<p class="limits">Only within: <code>${constraintsText(r.constraints)}</code></p>` : ''}
-${r.reason && r.reason !== view.agent.reason ? html`<p class="limits">Note on this request: ${displayText(r.reason, LIMITS.reason)}</p>` : ''}
-${r.presence ? html`<p class="limits">Changes things: approving it needs your passkey.</p>` : ''}
-</div>`)}
+${view.requested.map((r, i) => {
+    const can = approvable(r, presence);
+    return html`<div class="capability">
+<input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" ${r.approvalStrength === 'presence' ? html`data-presence="1" ` : ''}${can ? html`checked` : html`disabled`}>
+<label for="cap-${i}"><code>${r.capability}</code>: ${displayText(r.description, LIMITS.description)}</label>
+${r.constraints && Object.keys(r.constraints).length > 0 ? html`<p class="limits">Only within these limits:</p>${constraintsInWords(r.constraints, context.plugins)}` : html`<p class="limits">With no limits on its arguments.</p>`}
+${r.reason && r.reason !== view.agent.reason ? html`<p class="limits">Note on this request: ${claim(r.reason, LIMITS.reason, known)}</p>` : ''}
+${r.approvalStrength === 'presence' ? html`<p class="limits">${can ? 'Changes things: approving it needs your passkey.' : 'Changes things: it needs a passkey, so it cannot be approved here now and is left unticked.'}</p>` : ''}
+</div>`;
+  })}
 </fieldset>`}
 <div class="actions">
 <button type="submit" name="verdict" value="approve">Approve ticked</button>
@@ -109,20 +156,26 @@ ${dataBlock('presence-options', presence.options)}
     case 'no_passkey':
       return html`<p class="warning">Some of what it asks changes things, and approving that needs a passkey. <a href="${presence.addUrl}">Add a passkey</a> first, or approve only the rest.</p>`;
     case 'unavailable':
-      return html`<p class="warning">Some of what it asks needs a passkey, which this server cannot use (its address is an IP address). Approve only the rest, or ask an administrator.</p>`;
+      return html`<p class="warning">Some of what it asks needs a passkey, which this server cannot use (its address is an IP address). You can approve only the rest; an administrator can decide the others.</p>`;
   }
 }
 
-/** The page that adds a passkey: the browser creates it with these options, and the form posts it. */
-export function addPasskeyPage(options: unknown, csrfToken: string, returnTo: string): SafeHtml {
+/**
+ * The page that adds a passkey: the browser proves one of the person's passkeys first when they
+ * hold any (`proof`), then creates the new one; the form posts both.
+ */
+export function addPasskeyPage(registration: unknown, proof: unknown, csrfToken: string, returnTo: string): SafeHtml {
   return html`<h1>Add a passkey</h1>
 <p>Some approvals change things, so agentgate asks you to confirm them with a passkey (your device's fingerprint, face or PIN), which an agent controlling your browser cannot do for you.</p>
+${proof ? html`<p>You have a passkey already: your device first asks you to confirm with it, then creates the new one.</p>` : ''}
 <p id="passkey-error" class="error" role="alert" hidden></p>
-${dataBlock('passkey-registration-options', options)}
+${dataBlock('passkey-registration-options', registration)}
+${proof ? dataBlock('passkey-proof-options', proof) : ''}
 <form method="post" action="/passkeys">
 <input type="hidden" name="csrf" value="${csrfToken}">
 <input type="hidden" name="return_to" value="${returnTo}">
 <input type="hidden" name="response" id="passkey-response" value="">
+<input type="hidden" name="proof" id="passkey-proof" value="">
 <button type="submit" id="create-passkey">Create a passkey</button>
 </form>
 <script src="/static/simplewebauthn-browser.js" defer></script>
@@ -130,22 +183,24 @@ ${dataBlock('passkey-registration-options', options)}
 }
 
 /** What the person decided, said back in full: what the agent may now do, and what it may not. */
-export function decidedPage(verdict: 'approve' | 'deny', agentName: string, approved: string[], denied: string[]): SafeHtml {
+export function decidedPage(verdict: 'approve' | 'deny', agentName: string, approved: string[], notApproved: string[]): SafeHtml {
   const name = displayText(agentName, LIMITS.name);
-  const list = (capabilities: string[]) => html`<ul>${capabilities.map((c) => html`<li><code>${displayText(c, 128)}</code></li>`)}</ul>`;
+  const list = (capabilities: string[]) => html`<ul>${capabilities.map((c) => html`<li><code>${c}</code></li>`)}</ul>`;
   if (verdict === 'deny') {
     return html`<h1>Denied</h1><p>You denied <strong>${name}</strong>. It learns this the next time it checks, and cannot ask with this code again. You can close this page.</p>`;
   }
   return html`<h1>Done</h1>
 <p>You approved <strong>${name}</strong>. You can close this page and go back to your agent.</p>
 ${approved.length > 0 ? html`<p>It may now:</p>${list(approved)}` : html`<p>It is connected, but may not use any capability yet.</p>`}
-${denied.length > 0 ? html`<p>You refused:</p>${list(denied)}` : ''}`;
+${notApproved.length > 0 ? html`<p>Not approved (it may ask again):</p>${list(notApproved)}` : ''}`;
 }
 
-export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean }): SafeHtml {
+export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean; fresh?: boolean }): SafeHtml {
   return html`<h1>Sign in</h1>
-<p>An agent asked for permission to act for you. Sign in to see exactly what it asks for; nothing is approved until you say so on the next page. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>
-${methods.oidc ? html`<p><a class="button" href="/signin/start?return_to=${encodeURIComponent(returnTo)}">Sign in with your organisation's account</a></p>` : ''}
+${methods.fresh
+    ? html`<p>Adding your first passkey needs you to sign in again at your identity provider, entering your credentials now: your browser being signed in is not enough.</p>`
+    : html`<p>An agent asked for permission to act for you. Sign in to see exactly what it asks for; nothing is approved until you say so on the next page. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>`}
+${methods.oidc ? html`<p><a class="button" href="/signin/start?return_to=${encodeURIComponent(returnTo)}${methods.fresh ? '&fresh=1' : ''}">Sign in with your organisation's account</a></p>` : ''}
 ${methods.dev ? html`<form method="post" action="/signin/dev">
 <p class="warning">Development sign-in: anyone can be anyone. Never use it in production (INSECURE_DEV_SIGN_IN).</p>
 <input type="hidden" name="csrf" value="${csrfToken}">
@@ -157,8 +212,9 @@ ${methods.dev ? html`<form method="post" action="/signin/dev">
 ${!methods.oidc && !methods.dev ? html`<p class="error">No sign-in is configured on this server (OIDC_ISSUER, or INSECURE_DEV_SIGN_IN for local use).</p>` : ''}`;
 }
 
-export function errorPage(message: string): SafeHtml {
-  return html`<h1>That did not work</h1><p class="error" role="alert">${message}</p><p><a href="/device">Enter a code</a></p>`;
+/** A refusal, in words; the link goes back to where the person came from (the approval) when known. */
+export function errorPage(message: string, backTo?: string): SafeHtml {
+  return html`<h1>That did not work</h1><p class="error" role="alert">${message}</p><p>${backTo ? html`<a href="${backTo}">Back to the request</a>` : html`<a href="/device">Enter a code</a>`}</p>`;
 }
 
 export const STYLESHEET = `body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1d1d1f;line-height:1.5}
@@ -171,4 +227,6 @@ input[type=text],input:not([type]){font:inherit;padding:.4rem;width:100%;max-wid
 .facts dt{font-weight:600}.facts dd{margin:0 0 .5rem}.quoted{font-style:italic;color:#444;white-space:pre-wrap}
 fieldset{border:1px solid #ddd;border-radius:.4rem}.capability{margin:.5rem 0}.limits{margin:.25rem 0 0 1.5rem;color:#444}
 .actions{display:flex;gap:1rem;margin-top:1rem}code{overflow-wrap:anywhere}
+.hint{color:#555;font-size:.9rem}.warning-inline{color:#8a4b00;font-weight:600}code.unusual{background:#fff4e5}
+ul.limits{margin:.25rem 0 0 1.5rem;padding-left:1rem;color:#444}
 `;

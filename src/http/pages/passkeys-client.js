@@ -18,13 +18,19 @@
     element.hidden = false;
   }
 
-  // Adding a passkey (/passkeys/new).
+  // Adding a passkey (/passkeys/new). A person who holds passkeys proves one of them first (the
+  // server asks for it with a second set of options); then the new one is created.
   var registration = optionsFrom('passkey-registration-options');
+  var proof = optionsFrom('passkey-proof-options');
   var createButton = document.getElementById('create-passkey');
   if (registration && createButton && lib) {
     createButton.addEventListener('click', function (event) {
       event.preventDefault();
-      lib.startRegistration({ optionsJSON: registration }).then(function (response) {
+      var proved = proof ? lib.startAuthentication({ optionsJSON: proof }) : Promise.resolve(null);
+      proved.then(function (assertion) {
+        if (assertion) document.getElementById('passkey-proof').value = JSON.stringify(assertion);
+        return lib.startRegistration({ optionsJSON: registration });
+      }).then(function (response) {
         document.getElementById('passkey-response').value = JSON.stringify(response);
         createButton.form.submit();
       }).catch(showError);

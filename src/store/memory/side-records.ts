@@ -58,7 +58,8 @@ export class MemorySideRecords extends MemoryAuditRecords {
   readonly #secrets = new Map<string, string>();
   /** People's host links and records (not short-lived: kept as long as the process). */
   readonly #personHosts = new Map<string, Set<string>>();
-  readonly #people = new Map<string, string>();
+  /** Each person's passkeys: credential id -> JSON. */
+  readonly #passkeys = new Map<string, Map<string, string>>();
   /** Agents and hosts waiting for approval, by creation time (for the clean-up job). */
   readonly #pendingSince: Record<PendingKind, Map<string, number>> = { agent: new Map(), host: new Map(), approval: new Map() };
 
@@ -144,13 +145,31 @@ export class MemorySideRecords extends MemoryAuditRecords {
     return [...(this.#personHosts.get(personId) ?? [])].sort();
   }
 
-  async loadPerson(personId: string): Promise<string | null> {
+  async listPasskeys(personId: string): Promise<Array<{ id: string; json: string }>> {
     this.assertOpen();
-    return this.#people.get(personId) ?? null;
+    return [...(this.#passkeys.get(personId) ?? new Map<string, string>())].map(([id, json]) => ({ id, json }));
   }
 
-  async savePerson(personId: string, json: string): Promise<void> {
+  async addPasskey(personId: string, passkeyId: string, json: string, max: number): Promise<'added' | 'exists' | 'full'> {
     this.assertOpen();
-    this.#people.set(personId, json);
+    const held = this.#passkeys.get(personId) ?? new Map<string, string>();
+    if (held.has(passkeyId)) return 'exists';
+    if (held.size >= max) return 'full';
+    held.set(passkeyId, json);
+    this.#passkeys.set(personId, held);
+    return 'added';
+  }
+
+  async updatePasskey(personId: string, passkeyId: string, json: string): Promise<boolean> {
+    this.assertOpen();
+    const held = this.#passkeys.get(personId);
+    if (!held?.has(passkeyId)) return false;
+    held.set(passkeyId, json);
+    return true;
+  }
+
+  async removePasskey(personId: string, passkeyId: string): Promise<boolean> {
+    this.assertOpen();
+    return this.#passkeys.get(personId)?.delete(passkeyId) ?? false;
   }
 }

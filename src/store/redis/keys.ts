@@ -37,8 +37,8 @@ export interface KeyLayout {
   personSession(key: string): string;
   /** The set of host ids linked to a person (tagged by a hash of the person id, which may hold any character). */
   personHosts(personKey: string): string;
-  /** A person's own record (JSON). */
-  person(personKey: string): string;
+  /** Hash of a person's passkeys: credential id -> JSON. */
+  personPasskeys(personKey: string): string;
   /** Agents or hosts waiting for approval, scored by creation time (one key each: no hash tag needed). */
   pendingSince(kind: PendingKind): string;
   /** A secret shared by every instance. */
@@ -83,7 +83,7 @@ export function keyLayout(prefix: string): KeyLayout {
     pendingSince: (kind) => `${prefix}pending-${kind}s`,
     personSession: (key) => `${prefix}psession:{${key}}`,
     personHosts: (personKey) => `${prefix}person:{${personKey}}:hosts`,
-    person: (personKey) => `${prefix}person:{${personKey}}`,
+    personPasskeys: (personKey) => `${prefix}person:{${personKey}}:passkeys`,
     invalidationChannel: `${prefix}invalidate`,
     auditStream: `${prefix}audit`,
   };

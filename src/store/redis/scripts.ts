@@ -321,6 +321,34 @@ return host[3]
 `,
 };
 
+/**
+ * Adds a passkey to a person's hash of passkeys unless its credential id is there already or the
+ * person holds the most passkeys they may (DESIGN §8: two ceremonies at once cannot both pass one
+ * count). KEYS: passkeys hash. ARGV: credential id, JSON, most passkeys.
+ */
+const ADD_PASSKEY: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'exists' end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return 'full' end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 'added'
+`,
+};
+
+/**
+ * Rewrites a passkey (its counter and last use) only while it exists, so a use racing a removal
+ * never brings the removed passkey back. KEYS: passkeys hash. ARGV: credential id, JSON.
+ */
+const UPDATE_PASSKEY: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`,
+};
+
 /** Every script, by the command name ioredis registers it under. */
 export const SCRIPTS = {
   agentgateGetAgent: GET_AGENT,
@@ -339,6 +367,8 @@ export const SCRIPTS = {
   agentgateAuditAppend: AUDIT_APPEND,
   agentgateAuditHold: AUDIT_HOLD,
   agentgateAuditForgetConsumers: AUDIT_FORGET_CONSUMERS,
+  agentgateAddPasskey: ADD_PASSKEY,
+  agentgateUpdatePasskey: UPDATE_PASSKEY,
 } as const satisfies Record<string, ScriptDefinition>;
 
 export type ScriptName = keyof typeof SCRIPTS;

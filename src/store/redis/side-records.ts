@@ -1,6 +1,6 @@
 // The Redis store's records outside agents and hosts, one key each: the approval page's user-code
 // index, people's sessions, status-poll marks and shared secrets (all with an expiry), and people's
-// own records and host links. None of them belongs to an agent's
+// passkeys and host links. None of them belongs to an agent's
 // slot (a lookup by code or session comes before anyone knows the agent), so each is a single key
 // touched alone, and Redis's own expiry is their clean-up.
 import { randomBytes } from 'node:crypto';
@@ -85,12 +85,25 @@ export class RedisSideRecords extends RedisAuditRecords {
     return (await this.#connection.smembers(this.#keys.personHosts(personKey(personId)))).sort();
   }
 
-  loadPerson(personId: string): Promise<string | null> {
-    return this.#connection.get(this.#keys.person(personKey(personId)));
+  async listPasskeys(personId: string): Promise<Array<{ id: string; json: string }>> {
+    const all = await this.#connection.hgetall(this.#keys.personPasskeys(personKey(personId)));
+    return Object.entries(all).map(([id, json]) => ({ id, json }));
   }
 
-  async savePerson(personId: string, json: string): Promise<void> {
-    await this.#connection.set(this.#keys.person(personKey(personId)), json);
+  async addPasskey(personId: string, passkeyId: string, json: string, max: number): Promise<'added' | 'exists' | 'full'> {
+    const scripts = this.#connection as unknown as { agentgateAddPasskey: (...keysThenArgs: string[]) => Promise<string> };
+    const outcome = await scripts.agentgateAddPasskey(this.#keys.personPasskeys(personKey(personId)), passkeyId, json, String(max));
+    if (outcome !== 'added' && outcome !== 'exists' && outcome !== 'full') throw new Error(`unexpected answer from the passkey script: ${String(outcome)}`);
+    return outcome;
+  }
+
+  async updatePasskey(personId: string, passkeyId: string, json: string): Promise<boolean> {
+    const scripts = this.#connection as unknown as { agentgateUpdatePasskey: (...keysThenArgs: string[]) => Promise<number> };
+    return (await scripts.agentgateUpdatePasskey(this.#keys.personPasskeys(personKey(personId)), passkeyId, json)) === 1;
+  }
+
+  async removePasskey(personId: string, passkeyId: string): Promise<boolean> {
+    return (await this.#connection.hdel(this.#keys.personPasskeys(personKey(personId)), passkeyId)) === 1;
   }
 
   async deleteSession(key: string): Promise<void> {

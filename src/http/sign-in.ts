@@ -1,0 +1,146 @@
+// Signing in and out of the approval page (DESIGN §8): through the configured OpenID Connect
+// provider (authorization code with PKCE, state and nonce), or with the development sign-in
+// (INSECURE_DEV_SIGN_IN, a name alone). Thin, like every handler.
+//
+// Nothing is stored for a visitor before a sign-in completes: the sign-in form's CSRF token and the
+// provider round trip's state, nonce and PKCE verifier ride in one sealed cookie
+// (people/sealed-cookie.ts), readable and changeable by nobody, valid for minutes and bound to this
+// browser. Only a completed sign-in writes a session. So an anonymous client sending sign-in starts
+// as fast as it can fills its own cookie jar, never the store.
+import { randomBytes } from 'node:crypto';
+import express, { Router, type Request, type Response } from 'express';
+import { z } from 'zod';
+import { ApiError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import { safeReturnTo as sameOriginPath } from '../people/oidc-urls.ts';
+import { sameSecret, type PendingSignInState, type Sessions } from '../services/people.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './page-session.ts';
+import { signInPage } from './pages/device-pages.ts';
+
+/** An OpenID Connect sign-in (src/people/oidc-sign-in.ts), as the pages use it. */
+export interface OidcSignInFlow {
+  start(returnTo: string, options?: { forceLogin?: boolean }): Promise<{ redirectUrl: string; pending: PendingSignInState }>;
+  finish(callbackUrl: URL, pending: PendingSignInState): Promise<{ personId: string; name?: string; email?: string; authTimeMs: number }>;
+}
+
+export interface SignInDeps {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  sessions: Sessions;
+  oidc?: OidcSignInFlow | undefined;
+}
+
+/** The sealed sign-in cookie: what a visitor carries before a sign-in completes. */
+const preSignInSchema = z.object({
+  csrf: z.string().min(16).max(128),
+  pending: z.object({
+    state: z.string().max(256), nonce: z.string().max(256), codeVerifier: z.string().max(256), returnTo: z.string().max(512), startedAtMs: z.number(),
+  }).optional(),
+});
+type PreSignIn = z.infer<typeof preSignInSchema>;
+
+const PRE_SIGN_IN_PURPOSE = 'pre-sign-in';
+/** Long enough to read the form or visit the provider (whose own limit is 10 minutes). */
+const PRE_SIGN_IN_TTL_MS = 15 * 60_000;
+/** How far the provider's auth_time may precede our start and still count as entered in this sign-in. */
+const AUTH_TIME_SKEW_MS = 5_000;
+
+/** The sign-in cookie's name: `__Host-` on https, like the session cookie. */
+export const signInCookieName = (secure: boolean) => (secure ? '__Host-agentgate_signin' : 'agentgate_signin');
+
+/** A same-origin path to come back to after sign-in (people/oidc-urls.ts decides); otherwise the code page. */
+export function safeReturnTo(value: unknown): string {
+  const path = typeof value === 'string' ? sameOriginPath(value) : '/';
+  return path === '/' ? '/device' : path;
+}
+
+/** Where a page sends someone who must sign in (again); `freshLogin` asks the provider for credentials now. */
+export const signInUrl = (returnTo: string, freshLogin = false) => `/signin?return_to=${encodeURIComponent(returnTo)}${freshLogin ? '&fresh=1' : ''}`;
+
+export function signInRouter(deps: SignInDeps, page: PageWrapper): Router {
+  const router = Router();
+  const { config, logger, sessions, clock } = deps;
+  const secure = secureCookies(config);
+  const cookieName = signInCookieName(secure);
+  const forms = express.urlencoded({ extended: false, limit: '8kb', parameterLimit: 64 });
+
+  const readPreSignIn = async (req: Request): Promise<PreSignIn | null> => {
+    const opened = (await sessions.sealer()).open(PRE_SIGN_IN_PURPOSE, readCookie(req, cookieName), clock.nowMs());
+    const parsed = preSignInSchema.safeParse(opened);
+    return parsed.success ? parsed.data : null;
+  };
+  const writePreSignIn = async (res: Response, value: PreSignIn) => {
+    const sealed = (await sessions.sealer()).seal(PRE_SIGN_IN_PURPOSE, value, clock.nowMs() + PRE_SIGN_IN_TTL_MS);
+    res.cookie(cookieName, sealed, cookieOptions(secure, PRE_SIGN_IN_TTL_MS));
+  };
+  const clearPreSignIn = (res: Response) => res.clearCookie(cookieName, { path: '/', secure, httpOnly: true, sameSite: 'lax' });
+  /** The visitor's pre-sign-in state, or a new one with a fresh CSRF token. */
+  const preSignInFor = async (req: Request): Promise<PreSignIn> => (await readPreSignIn(req)) ?? { csrf: randomToken() };
+
+  router.get('/signin', page(async (req, res) => {
+    const state = await preSignInFor(req);
+    await writePreSignIn(res, state);
+    const fresh = req.query.fresh === '1';
+    return signInPage(safeReturnTo(req.query.return_to), state.csrf, { oidc: deps.oidc !== undefined, dev: config.INSECURE_DEV_SIGN_IN, fresh });
+  }));
+
+  router.get('/signin/start', page(async (req, res) => {
+    if (!deps.oidc) throw new ApiError('not_found', 'No sign-in provider is configured.');
+    const state = await preSignInFor(req);
+    const { redirectUrl, pending } = await deps.oidc.start(safeReturnTo(req.query.return_to), { forceLogin: req.query.fresh === '1' });
+    await writePreSignIn(res, { ...state, pending });
+    return redirectTo(redirectUrl);
+  }));
+
+  router.get('/signin/callback', page(async (req, res, session) => {
+    const state = await readPreSignIn(req);
+    clearPreSignIn(res);
+    const pending = state?.pending;
+    if (!deps.oidc || !pending) throw new ApiError('invalid_request', 'This sign-in was not started in this browser, or took too long. Start again.');
+    const person = await deps.oidc.finish(new URL(req.originalUrl, config.issuer), pending).catch((err: unknown) => {
+      logger.warn('sign-in refused', { error: err instanceof Error ? err.message : String(err) });
+      throw new ApiError('authentication_required', 'Signing in did not work. Start again.');
+    });
+    // Credentials entered within this sign-in, not answered from the provider's own session: what
+    // a first passkey takes (services/passkeys.ts).
+    const entered = person.authTimeMs >= pending.startedAtMs - AUTH_TIME_SKEW_MS;
+    const signedIn = await sessions.signIn(session, {
+      personId: person.personId, name: person.name, email: person.email, signedInAtMs: person.authTimeMs, ...(entered ? { freshLoginAtMs: person.authTimeMs } : {}),
+    });
+    page.replaceSession(res, signedIn);
+    return redirectTo(safeReturnTo(pending.returnTo));
+  }));
+
+  router.post('/signin/dev', forms, page(async (req, res, session) => {
+    if (!config.INSECURE_DEV_SIGN_IN) throw new ApiError('not_found', 'Development sign-in is off.');
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const state = await readPreSignIn(req);
+    if (!state || !sameSecret(body.csrf, state.csrf)) throw new ApiError('unauthorized', 'This form is out of date. Go back, reload the page and try again.');
+    const name = typeof body.name === 'string' ? body.name.trim() : '';
+    if (!/^[\p{L}\p{N} ._-]{1,64}$/u.test(name)) throw new ApiError('invalid_request', 'Use a name of letters, digits, spaces, dots, dashes (at most 64).');
+    logger.warn('INSECURE_DEV_SIGN_IN: someone signed in by name alone; never use this in production', { name });
+    clearPreSignIn(res);
+    // Typing the name is this sign-in's whole ceremony, so it counts as credentials entered now.
+    const nowMs = clock.nowMs();
+    const signedIn = await sessions.signIn(session, { personId: `dev|${name}`, name, signedInAtMs: nowMs, freshLoginAtMs: nowMs });
+    page.replaceSession(res, signedIn);
+    return redirectTo(safeReturnTo(body.return_to));
+  }));
+
+  router.post('/signout', forms, page(async (req, res, session) => {
+    if (!sessions.csrfMatches(session, ((req.body ?? {}) as Record<string, unknown>).csrf)) {
+      throw new ApiError('unauthorized', 'This form is out of date. Go back, reload the page and try again.');
+    }
+    await sessions.destroy(session);
+    page.replaceSession(res, { id: '', data: null, isNew: true });
+    res.clearCookie(sessionCookieName(secure), { path: '/', secure, httpOnly: true, sameSite: 'lax' });
+    return redirectTo('/device');
+  }));
+
+  return router;
+}
+
+const randomToken = () => randomBytes(32).toString('base64url');

@@ -50,7 +50,7 @@ export class AgentAuthenticator {
 
   /**
    * Full verification; `consumeJti` false for introspection, which must neither burn the token
-   * nor spend the agent's rate budget (a resource server is asking, not the agent).
+   * nor spend the agent's or host's rate budget (a resource server is asking, not the agent).
    */
   async verify(token: string | null, options: { audiences: readonly string[]; consumeJti: boolean }): Promise<VerifiedAgent> {
     const { decoded, agentId, jti, capabilityClaim } = this.precheck(token, options.audiences);
@@ -67,7 +67,10 @@ export class AgentAuthenticator {
       if (!(await this.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
         throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
       }
-      await this.limits.consume('agent', agentId);
+      // Both budgets, as execute spends them: a host's agents share its budget for everything they
+      // do, so a host of many agents cannot multiply what one agent may cost (in requests or in
+      // audit events).
+      await Promise.all([this.limits.consume('agent', agentId), this.limits.consume('host', agent.hostId)]);
     }
     return { snapshot, claims: decoded.claims, capabilityClaim };
   }

@@ -38,6 +38,17 @@ describe('each dimension', () => {
       expect((await c.execute(other, 'echo', {})).status).toBe(200);
     }));
 
+  it("per host: its agents' other calls (request-capability) spend the host's budget too, so many agents cannot multiply what one may cost", () =>
+    withServer({ RATE_LIMIT_HOST_PER_MINUTE: '5', RATE_LIMIT_AGENT_PER_MINUTE: '100' }, async (c) => {
+      const first = await c.activeAgent();
+      const { agent: second } = await c.register(first.host, { capabilities: ['echo'] });
+      // Two registrations spent two of the host's five points; each request spends one more.
+      expect((await c.requestCapability(first, { capabilities: ['weather_lookup'] })).status).toBe(200);
+      expect((await c.requestCapability(second!, { capabilities: ['weather_lookup'] })).status).toBe(200);
+      expect((await c.requestCapability(first, { capabilities: ['legacy_report'] })).status).toBe(200);
+      expectLimited(await c.requestCapability(second!, { capabilities: ['legacy_report'] }));
+    }));
+
   it('status polling has its own budget, which does not eat the host budget', () =>
     withServer({ RATE_LIMIT_STATUS_PER_MINUTE: '2', RATE_LIMIT_HOST_PER_MINUTE: '3' }, async (c) => {
       const agent = await c.activeAgent();

@@ -78,6 +78,73 @@ export function sanitizeAuditEvent(input: AuditEventInput, atMs: number): AuditR
   return record;
 }
 
+// ---- aggregating repeated refusals --------------------------------------------------------------
+
+/**
+ * The fields that say who was refused and for what: they make a refusal's key, and a summary of
+ * repeats carries them. Never a capability name, a path, a request id or anything else a caller
+ * can vary freely, so one caller has at most one key per event type and error code.
+ */
+export type RefusalKeyFields = Pick<AuditEventInput, 'type' | 'actor' | 'agent_id' | 'host_id' | 'person_id' | 'outcome' | 'code'>;
+
+export interface RefusalKey {
+  /** The fields joined into one string: equal keys are the same caller refused for the same reason. */
+  key: string;
+  fields: RefusalKeyFields;
+}
+
+/** Codes that refuse an agent for its host's status: every agent of that host hears the same. */
+const HOST_STATUS_CODES: ReadonlySet<string> = new Set(['host_pending', 'host_revoked', 'host_rejected']);
+
+/**
+ * The key a refusal is counted under, or null when the event is recorded one by one. The rule:
+ * an event is aggregated when its `outcome` is `refused` and it names the caller that was refused
+ * by something it holds — an agent by `agent_id` (with its host), a host by `host_id`, a person by
+ * `person_id`, or the admin whose token verified (`capped` is false). Its key is the event type,
+ * the actor, that caller and the error code. An agent refused for its host's status (`host_*`
+ * codes) is keyed by its host alone, so a host's agents share one key. Refusals nobody holding a
+ * key made (`capped`, with no caller named) stay under the per-window cap instead
+ * (services/audit-log.ts), and so does agentgate's own work (`actor: system`).
+ */
+export function refusalKey(event: AuditEventInput, capped: boolean): RefusalKey | null {
+  if (event.outcome !== 'refused') return null;
+  const common = { type: event.type, actor: event.actor, outcome: 'refused', code: event.code };
+  let fields: RefusalKeyFields;
+  switch (event.actor) {
+    case 'agent':
+      if (event.agent_id === undefined) return null;
+      fields = event.code !== undefined && HOST_STATUS_CODES.has(event.code) && event.host_id !== undefined
+        ? { ...common, host_id: event.host_id }
+        : { ...common, agent_id: event.agent_id, host_id: event.host_id };
+      break;
+    case 'host':
+      if (event.host_id === undefined) return null;
+      fields = { ...common, host_id: event.host_id };
+      break;
+    case 'person':
+      if (event.person_id === undefined) return null;
+      fields = { ...common, person_id: event.person_id };
+      break;
+    case 'admin':
+      if (capped) return null;
+      fields = common;
+      break;
+    default:
+      return null;
+  }
+  const key = JSON.stringify([fields.type, fields.actor, fields.agent_id ?? null, fields.host_id ?? null, fields.person_id ?? null, fields.code ?? null]);
+  return { key, fields };
+}
+
+/**
+ * The one event that stands for the repeats of a refusal in one window: the same type and the same
+ * who and what as the first (which was recorded on its own), `count` repeats, the first and last
+ * of them, and the window's length.
+ */
+export function refusalSummary(fields: RefusalKeyFields, count: number, firstMs: number, lastMs: number, windowMs: number): AuditEventInput {
+  return { ...fields, count, first_at: new Date(firstMs).toISOString(), last_at: new Date(lastMs).toISOString(), window_ms: windowMs };
+}
+
 // ---- reading -------------------------------------------------------------------------------------
 
 /** What GET /admin/audit filters by; every given filter must match. */

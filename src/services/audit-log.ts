@@ -8,7 +8,19 @@
 // is retried once with the next flush, then dropped; both are counted and logged at most once per
 // LOG_EVERY_MS. The price is durability: a crash loses what is queued, at most AUDIT_FLUSH_MS of
 // events (docs/stances.md, SECURITY.md).
-import { sanitizeAuditEvent, type AuditEventInput, type AuditRecord } from '../domain/audit.ts';
+//
+// Volume is bounded before anything is queued, so that what one caller repeats cannot push the
+// other events out of the trail (SECURITY.md states the bound):
+// - a refusal of a caller that holds a key (domain/audit.ts refusalKey says which, and under what
+//   key) is recorded the first time in a window; its repeats in that window are only counted, and
+//   one summary with the count is recorded when the window ends (AUDIT_AGGREGATE_WINDOW_SECONDS).
+//   The table of open windows is bounded (AUDIT_AGGREGATE_MAX_KEYS); refusals of keys beyond it are
+//   counted into one overflow summary. Close writes every summary still open.
+// - events anyone can cause without a key are capped per window (CAPPED_EVENTS_PER_WINDOW) and
+//   the rest summarised by one `audit.suppressed` event.
+// Besides its count bound (AUDIT_MAX_EVENTS), the trail is trimmed by age (AUDIT_MAX_AGE_SECONDS)
+// once a minute, by an append of no events that only trims.
+import { refusalKey, refusalSummary, sanitizeAuditEvent, type AuditEventInput, type AuditRecord, type RefusalKeyFields } from '../domain/audit.ts';
 import { within } from '../deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
 import type { Store } from '../store/store.ts';
@@ -18,6 +30,10 @@ export interface AuditLogOptions {
   store: Store;
   enabled: boolean;
   maxEvents: number;
+  /** Events older than this are trimmed from the trail once a minute; undefined: no age bound. */
+  maxAgeMs?: number | undefined;
+  /** How long repeats of one refusal are counted before their summary is recorded (default 60 s). */
+  aggregateWindowMs?: number | undefined;
   flushMs: number;
   queueMax: number;
   /** How long a flush waits for its appends (the Redis command timeout and a margin). */
@@ -37,6 +53,10 @@ export interface AuditCounters {
   droppedWriteFailed: number;
   /** Capped events beyond the per-window allowance (summarised by `audit.suppressed`). */
   suppressed: number;
+  /** Repeated refusals counted into a summary instead of being recorded one by one. */
+  aggregated: number;
+  /** Of those, refusals of keys the full key table could not take (one overflow summary per window). */
+  overflowed: number;
 }
 
 /** Appends issued by one flush at most, so the request that carries them never issues thousands. */
@@ -52,6 +72,39 @@ const LOG_EVERY_MS = 10_000;
  */
 export const CAPPED_EVENTS_PER_WINDOW = 100;
 export const CAPPED_WINDOW_MS = 10_000;
+/**
+ * Refusal keys (domain/audit.ts refusalKey) with an open window at once, per instance. Beyond it a
+ * new key's refusals are not recorded but counted into one overflow summary per window, so the
+ * table costs at most a few MB and the refusals of many callers together add at most
+ * 2 × AUDIT_AGGREGATE_MAX_KEYS + 1 events per window.
+ */
+export const AUDIT_AGGREGATE_MAX_KEYS = 10_000;
+export const DEFAULT_AGGREGATE_WINDOW_MS = 60_000;
+/**
+ * Summaries of windows that end within this of the first one due are written together, so a
+ * table of many keys costs at most one timer per this long rather than one per key.
+ */
+const SWEEP_SLACK_MS = 250;
+/** How often the trail is trimmed by age (AUDIT_MAX_AGE_SECONDS is at least an hour). */
+export const AUDIT_AGE_TRIM_EVERY_MS = 60_000;
+
+/** One refusal key's open window: its first refusal was recorded; the repeats are counted. */
+interface RefusalWindow {
+  fields: RefusalKeyFields;
+  startMs: number;
+  /** Repeats counted since the first (0: nothing to summarise). */
+  count: number;
+  firstMs: number;
+  lastMs: number;
+}
+
+/** The window of refusals the full key table could not take. */
+interface OverflowWindow {
+  startMs: number;
+  count: number;
+  firstMs: number;
+  lastMs: number;
+}
 
 interface Queued {
   record: AuditRecord;
@@ -71,15 +124,32 @@ export class AuditLog {
   readonly #inFlight = new Set<Promise<void>>();
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
-  readonly #counters: AuditCounters = { recorded: 0, written: 0, droppedQueueFull: 0, droppedWriteFailed: 0, suppressed: 0 };
+  readonly #counters: AuditCounters = {
+    recorded: 0, written: 0, droppedQueueFull: 0, droppedWriteFailed: 0, suppressed: 0, aggregated: 0, overflowed: 0,
+  };
   readonly #throttle: LogThrottle;
   #window = { startMs: 0, count: 0, suppressed: 0 };
+  readonly #aggregateWindowMs: number;
+  /**
+   * Open refusal windows by key, in the order they opened: all have the same length, so the first
+   * entry is the next to end (a key whose window ended is deleted and reopened at the end).
+   */
+  readonly #refusals = new Map<string, RefusalWindow>();
+  #overflow: OverflowWindow | null = null;
+  #sweepTimer: NodeJS.Timeout | null = null;
+  #ageTimer: NodeJS.Timeout | null = null;
 
   constructor(options: AuditLogOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
     this.#throttle = new LogThrottle(LOG_EVERY_MS, this.#now);
     this.#ring = new Array<Queued | undefined>(Math.max(1, options.queueMax));
+    this.#aggregateWindowMs = Math.max(1, options.aggregateWindowMs ?? DEFAULT_AGGREGATE_WINDOW_MS);
+    if (options.enabled && options.maxAgeMs !== undefined) {
+      this.#ageTimer = setInterval(() => this.#trimByAge(), AUDIT_AGE_TRIM_EVERY_MS);
+      // Shutdown stops it; alone it must not keep a finished process alive.
+      this.#ageTimer.unref();
+    }
   }
 
   get counters(): Readonly<AuditCounters> {
@@ -91,9 +161,16 @@ export class AuditLog {
     return this.#size + this.#retry.length;
   }
 
+  /** Refusal keys with an open window (bounded by AUDIT_AGGREGATE_MAX_KEYS). */
+  get openRefusalWindows(): number {
+    return this.#refusals.size;
+  }
+
   /**
-   * Queues an event; never throws, never waits. `capped`: an event anyone can cause at volume, so
-   * it counts against the per-window allowance (CAPPED_EVENTS_PER_WINDOW).
+   * Queues an event; never throws, never waits. A refusal with a key (domain/audit.ts refusalKey)
+   * is queued only when it is the first of its key in the window; its repeats are counted for the
+   * window's summary. `capped`: an event anyone can cause at volume, so it counts against the
+   * per-window allowance (CAPPED_EVENTS_PER_WINDOW).
    */
   record(event: AuditEventInput, options: { capped?: boolean } = {}): void {
     if (!this.#options.enabled) return;
@@ -106,6 +183,9 @@ export class AuditLog {
     try {
       const nowMs = this.#now();
       this.#rollWindow(nowMs);
+      this.#endRefusalWindows(nowMs, false);
+      const refusal = refusalKey(event, options.capped === true);
+      if (refusal !== null && this.#countRepeat(refusal.key, refusal.fields, nowMs)) return;
       if (options.capped && ++this.#window.count > CAPPED_EVENTS_PER_WINDOW) {
         this.#window.suppressed++;
         this.#counters.suppressed++;
@@ -142,7 +222,9 @@ export class AuditLog {
 
   /** Appends everything queued and waits (bounded by the write deadline) for every append in flight. */
   async flush(): Promise<void> {
-    this.#rollWindow(this.#now());
+    const nowMs = this.#now();
+    this.#rollWindow(nowMs);
+    this.#endRefusalWindows(nowMs, false);
     const chunks = Math.ceil(this.queued / AUDIT_FLUSH_CHUNK);
     for (let i = 0; i < chunks; i++) this.flushNow();
     if (this.#inFlight.size === 0) return;
@@ -154,11 +236,23 @@ export class AuditLog {
   }
 
   /**
-   * Stops the timer and writes what is queued: a second flush gives events whose append just
-   * failed their one retry. Records after close are dropped; what could not be written is counted.
+   * Stops the timers, ends every open window (so the summaries of counted refusals and suppressed
+   * events are queued, never lost), and writes what is queued: a second flush gives events whose
+   * append just failed their one retry. Records after close are dropped; what could not be written
+   * is counted.
    */
   async close(): Promise<void> {
     this.#disarm();
+    this.#stopMaintenance();
+    if (this.#options.enabled && !this.#closed) {
+      try {
+        const nowMs = this.#now();
+        this.#endRefusalWindows(nowMs, true);
+        this.#rollWindow(nowMs, true);
+      } catch (err) {
+        this.#logThrottled('summaries', 'could not queue the audit summaries at shutdown', { err });
+      }
+    }
     await this.flush();
     if (this.#retry.length > 0) await this.flush();
     this.#closed = true;
@@ -214,14 +308,129 @@ export class AuditLog {
     if (this.#retry.length > 0) this.#arm();
   }
 
-  /** Ends an allowance window; its suppressed refusals become one event in the next. */
-  #rollWindow(nowMs: number): void {
-    if (nowMs - this.#window.startMs < CAPPED_WINDOW_MS) return;
+  /** Ends an allowance window (`force`: at shutdown, early); its suppressed refusals become one event. */
+  #rollWindow(nowMs: number, force = false): void {
+    if (!force && nowMs - this.#window.startMs < CAPPED_WINDOW_MS) return;
     const { suppressed } = this.#window;
     this.#window = { startMs: nowMs, count: 0, suppressed: 0 };
     if (suppressed > 0) {
-      this.#enqueue(sanitizeAuditEvent({ type: 'audit.suppressed', actor: 'system', count: suppressed, window_ms: CAPPED_WINDOW_MS }, nowMs));
+      this.#enqueue(sanitizeAuditEvent({ type: 'audit.suppressed', actor: 'system', reason: 'capped', count: suppressed, window_ms: CAPPED_WINDOW_MS }, nowMs));
     }
+  }
+
+  /**
+   * True when this refusal is a repeat in its key's open window (or beyond the full key table):
+   * counted, not recorded. False when it opens a window: the caller records it.
+   */
+  #countRepeat(key: string, fields: RefusalKeyFields, nowMs: number): boolean {
+    const open = this.#refusals.get(key);
+    if (open !== undefined) {
+      if (nowMs - open.startMs < this.#aggregateWindowMs) {
+        this.#countInto(open, nowMs);
+        return true;
+      }
+      // Its window ended and the sweep has not reached it (the clock went back): summarise it now.
+      this.#refusals.delete(key);
+      this.#summarise(open, nowMs);
+    }
+    if (this.#refusals.size >= AUDIT_AGGREGATE_MAX_KEYS) {
+      this.#overflow ??= { startMs: nowMs, count: 0, firstMs: nowMs, lastMs: nowMs };
+      this.#countInto(this.#overflow, nowMs);
+      this.#counters.overflowed++;
+      this.#armSweep(nowMs);
+      return true;
+    }
+    this.#refusals.set(key, { fields, startMs: nowMs, count: 0, firstMs: nowMs, lastMs: nowMs });
+    this.#armSweep(nowMs);
+    return false;
+  }
+
+  #countInto(window: { count: number; firstMs: number; lastMs: number }, nowMs: number): void {
+    if (window.count === 0) window.firstMs = nowMs;
+    window.count++;
+    window.lastMs = nowMs;
+    this.#counters.aggregated++;
+  }
+
+  /**
+   * Ends the windows that are over (`all`: every one, at shutdown) and queues a summary for each
+   * that counted repeats. Bounded: the table holds at most AUDIT_AGGREGATE_MAX_KEYS windows, and
+   * it stops at the first still open, since windows end in the order they opened.
+   */
+  #endRefusalWindows(nowMs: number, all: boolean): void {
+    for (const [key, open] of this.#refusals) {
+      if (!all && nowMs - open.startMs < this.#aggregateWindowMs) break;
+      this.#refusals.delete(key);
+      this.#summarise(open, nowMs);
+    }
+    const overflow = this.#overflow;
+    if (overflow !== null && (all || nowMs - overflow.startMs >= this.#aggregateWindowMs)) {
+      this.#overflow = null;
+      this.#enqueue(sanitizeAuditEvent({
+        type: 'audit.suppressed', actor: 'system', reason: 'refusal_keys_full', count: overflow.count,
+        first_at: new Date(overflow.firstMs).toISOString(), last_at: new Date(overflow.lastMs).toISOString(), window_ms: this.#aggregateWindowMs,
+      }, nowMs));
+    }
+  }
+
+  #summarise(window: RefusalWindow, nowMs: number): void {
+    if (window.count === 0) return;
+    this.#enqueue(sanitizeAuditEvent(refusalSummary(window.fields, window.count, window.firstMs, window.lastMs, this.#aggregateWindowMs), nowMs));
+  }
+
+  /**
+   * Arms one timer for when the oldest open window ends (plus SWEEP_SLACK_MS, so windows ending
+   * close together are summarised by one sweep). Summaries of refusals that stopped are then
+   * written without waiting for another refusal or for shutdown.
+   */
+  #armSweep(nowMs: number): void {
+    if (this.#sweepTimer !== null || this.#closed) return;
+    let endsMs = Number.POSITIVE_INFINITY;
+    for (const [, open] of this.#refusals) {
+      endsMs = open.startMs + this.#aggregateWindowMs;
+      break;
+    }
+    if (this.#overflow !== null) endsMs = Math.min(endsMs, this.#overflow.startMs + this.#aggregateWindowMs);
+    if (endsMs === Number.POSITIVE_INFINITY) return;
+    this.#sweepTimer = setTimeout(() => {
+      this.#sweepTimer = null;
+      try {
+        const now = this.#now();
+        this.#endRefusalWindows(now, false);
+        this.#armSweep(now);
+      } catch (err) {
+        this.#logThrottled('sweep', 'could not end the audit refusal windows', { err });
+      }
+    }, Math.max(0, endsMs - nowMs) + SWEEP_SLACK_MS);
+    this.#sweepTimer.unref();
+  }
+
+  /**
+   * Trims events older than maxAgeMs from the trail: an append of no events, which only trims. Not
+   * on the hot path: execute's appends stay one XADD (services/execute.ts).
+   */
+  #trimByAge(): void {
+    const { maxAgeMs } = this.#options;
+    if (maxAgeMs === undefined || this.#closed) return;
+    let trimmed: Promise<unknown>;
+    try {
+      trimmed = this.#options.store.appendAuditEvents([], this.#options.maxEvents, maxAgeMs);
+    } catch (err) {
+      trimmed = Promise.reject(err);
+    }
+    const settled = trimmed.then(
+      () => undefined,
+      (err: unknown) => this.#logThrottled('trim', 'could not trim the audit trail by age; the next minute tries again', { err }),
+    );
+    this.#inFlight.add(settled);
+    void settled.finally(() => this.#inFlight.delete(settled));
+  }
+
+  #stopMaintenance(): void {
+    if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
+    this.#sweepTimer = null;
+    if (this.#ageTimer !== null) clearInterval(this.#ageTimer);
+    this.#ageTimer = null;
   }
 
   #arm(): void {

@@ -23,6 +23,8 @@ export function startAuditTrail(config: Config, store: Store, logger: Logger): A
     store,
     enabled: config.AUDIT_ENABLED,
     maxEvents: config.AUDIT_MAX_EVENTS,
+    maxAgeMs: config.AUDIT_MAX_AGE_SECONDS * 1000,
+    aggregateWindowMs: config.AUDIT_AGGREGATE_WINDOW_SECONDS * 1000,
     flushMs: config.AUDIT_FLUSH_MS,
     queueMax: config.AUDIT_QUEUE_MAX,
     writeDeadlineMs: redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS),

@@ -3,7 +3,8 @@
 // round trip of the server's Redis connection), with the audit trail on: an execute's event waits
 // in the in-process queue, and the next execute appends it (XADD) in its own one round trip, beside
 // its script and budgets. An execute nobody follows is written by the idle flush, AUDIT_FLUSH_MS
-// later, well after any 50 ms settle.
+// later, well after any 50 ms settle. A refusal repeated within its aggregation window is only
+// counted in process (services/audit-log.ts), so it costs Redis nothing at all.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, type HttpResult } from '../support/client.ts';
 import { measureWire, startRedisProxy, type ProxiedCommand, type RedisProxy } from '../support/redis-proxy.ts';
@@ -13,6 +14,8 @@ import { startTestServer, type TestServer } from '../support/server.ts';
 const CONSTRAINED = { name: 'transfer_money', constraints: { amount: { max: 1000 }, currency: { in: ['USD', 'EUR'] } } };
 const ALLOWED = { amount: 250, currency: 'USD' };
 const VIOLATING = { amount: 5000, currency: 'USD' };
+/** Refused with another code (400 invalid_request: amount must be a number), so it is not a repeat of VIOLATING. */
+const MALFORMED = { amount: 'lots', currency: 'USD' };
 
 let proxy: RedisProxy;
 
@@ -46,12 +49,14 @@ describe('Redis round trips of execute with the audit trail on', () => {
     // Loads the scripts and fills the key cache; its own event waits in the queue.
     expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
 
-    // Allowed and refused in turn, so each event names which execute it records.
-    const sequence = [VIOLATING, ALLOWED, VIOLATING, ALLOWED, ALLOWED];
+    // Allowed and refused in turn, so each event names which execute it records. The two refusals
+    // differ in code: a repeat of the same one within its window would only be counted.
+    const sequence = [VIOLATING, ALLOWED, MALFORMED, ALLOWED, ALLOWED];
+    const statusOf = (args: object) => (args === ALLOWED ? 200 : args === VIOLATING ? 403 : 400);
     let previous: 'execute.allowed' | 'execute.refused' = 'execute.allowed';
     for (const args of sequence) {
       const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', args));
-      expect(res.status, res.text).toBe(args === ALLOWED ? 200 : 403);
+      expect(res.status, res.text).toBe(statusOf(args));
       expect(roundTrips).toEqual([1]);
       expect(commands.filter((command) => command.name === 'EVALSHA')).toHaveLength(3);
       const appends = commands.filter((command) => command.name === 'XADD');
@@ -69,10 +74,26 @@ describe('Redis round trips of execute with the audit trail on', () => {
     expect(trail.status, trail.text).toBe(200);
     const kinds = trail.json.events.map((event: { type: string; code?: string }) => `${event.type}${event.code ? ` ${event.code}` : ''}`);
     expect(kinds).toEqual([
-      'execute.allowed', 'execute.allowed', 'execute.refused constraint_violated', 'execute.allowed',
+      'execute.allowed', 'execute.allowed', 'execute.refused invalid_request', 'execute.allowed',
       'execute.refused constraint_violated', 'execute.allowed',
     ]);
     expect(trail.text).not.toContain('5000');
+  });
+
+  it('a refusal repeated within its window is only counted: the next execute carries nothing for it', async () => {
+    const agent = await c.activeAgent([CONSTRAINED]);
+    expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
+    expect((await c.execute(agent, 'transfer_money', VIOLATING)).status).toBe(403);
+    // The first refusal's event rides with this execute; this repeat of it is counted, not queued.
+    const repeat = await measure(() => c.execute(agent, 'transfer_money', VIOLATING));
+    expect(repeat.res.status).toBe(403);
+    expect(repeat.roundTrips).toEqual([1]);
+    expect(repeat.commands.filter((command) => command.name === 'XADD').map(eventOf)).toEqual([expect.stringContaining('"type":"execute.refused"')]);
+    const next = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
+    expect(next.res.status).toBe(200);
+    expect(next.roundTrips).toEqual([1]);
+    expect(next.commands.filter((command) => command.key === `${server.config.REDIS_KEY_PREFIX}audit`)).toEqual([]);
+    expect(next.commands.filter((command) => command.name === 'EVALSHA')).toHaveLength(3);
   });
 
   it('a batch is one round trip too, and carries what waited', async () => {

@@ -1,7 +1,7 @@
 // The store contract's audit trail part (issue 17 point 3), run by storeContract on the memory
-// store, Redis and Redis Cluster: the trail is ordered and bounded, reads page newest first by
-// cursor, and the forwarding group hands each event to one forwarder at a time, takes abandoned
-// ones over, and never hands out an acknowledged one again.
+// store, Redis and Redis Cluster: the trail is ordered and bounded by count and by age, reads page
+// newest first by cursor, and the forwarding group hands each event to one forwarder at a time,
+// takes abandoned ones over, and never hands out an acknowledged one again.
 import { describe, expect, it } from 'vitest';
 import { AUDIT_ID_PATTERN, compareAuditIds, type AuditEvent, type AuditRecord } from '../../src/domain/audit.ts';
 import type { Store } from '../../src/store/store.ts';
@@ -72,6 +72,48 @@ export function auditContract(current: () => StoreUnderTest): void {
       expect(ns(kept.slice(0, 10))).toEqual([349, 348, 347, 346, 345, 344, 343, 342, 341, 340]);
     });
 
+    it('with maxAgeMs, an append drops every event appended longer ago than that, however few the trail holds', async () => {
+      await store().appendAuditEvents([record(1), record(2)], MAX);
+      await sleep(250);
+      await store().appendAuditEvents([record(3)], MAX);
+      // Without an age nothing is trimmed by age.
+      expect(ns(await readAll(store()))).toEqual([3, 2, 1]);
+      await store().appendAuditEvents([record(4), record(5)], MAX, 200);
+      expect(ns(await readAll(store()))).toEqual([5, 4, 3]);
+      await store().appendAuditEvents([record(6)], MAX, 200);
+      expect(ns(await readAll(store()))).toEqual([6, 5, 4, 3]);
+      expect(ns(await (await peer()).readAuditEvents(null, 10))).toEqual([6, 5, 4, 3]);
+    });
+
+    it('an append of no events with maxAgeMs only trims by age (the writer trims an idle trail so)', async () => {
+      await store().appendAuditEvents([record(1), record(2)], MAX);
+      await sleep(250);
+      await store().appendAuditEvents([record(3)], MAX);
+      expect(await store().appendAuditEvents([], MAX, 200)).toEqual([]);
+      expect(ns(await readAll(store()))).toEqual([3]);
+      expect(await store().appendAuditEvents([], MAX)).toEqual([]);
+      expect(ns(await readAll(store()))).toEqual([3]);
+    });
+
+    it('the count bound and the age bound apply together', async () => {
+      await store().appendAuditEvents([record(1)], MAX);
+      await sleep(250);
+      await store().appendAuditEvents(Array.from({ length: 350 }, (_, i) => record(100 + i)), 10, 200);
+      const kept = await readAll(store());
+      expect(ns(kept)).not.toContain(1);
+      expect(kept.length).toBeGreaterThanOrEqual(10);
+      expect(kept.length).toBeLessThanOrEqual(110);
+    });
+
+    it('a trimmed-by-age event held by a forwarder is not handed out again', async () => {
+      await store().appendAuditEvents([record(1)], MAX);
+      const [held] = await store().claimAuditEvents({ consumer: 'a', count: 1, reclaimIdleMs: 60_000 });
+      await sleep(250);
+      await store().appendAuditEvents([], MAX, 200);
+      const taken = await store().claimAuditEvents({ consumer: 'b', count: 1000, reclaimIdleMs: 0 });
+      expect(idsOf(taken)).not.toContain(held!.id);
+    });
+
     it('the forwarding group hands each event to one forwarder, and never again once acknowledged', async () => {
       await store().appendAuditEvents([1, 2, 3].map((n) => record(n)), MAX);
       const other = await peer();
@@ -139,6 +181,7 @@ export function auditContract(current: () => StoreUnderTest): void {
       await expect(store().readAuditEvents(null, 0)).rejects.toThrow(/count/);
       await expect(store().readAuditEvents(null, 1001)).rejects.toThrow(/count/);
       await expect(store().appendAuditEvents([record(1)], 0)).rejects.toThrow(/maxEvents/);
+      for (const maxAgeMs of [0, -1, 1.5, Number.NaN]) await expect(store().appendAuditEvents([record(1)], MAX, maxAgeMs)).rejects.toThrow(/maxAgeMs/);
     });
   });
 }

@@ -1,5 +1,7 @@
 // The audit trail's pure rules (src/domain/audit.ts) and its writer's queue (src/services/audit-log.ts)
-// against a store stand-in: bounded, never blocking, retried once, flushed on time and at close.
+// against a store stand-in: bounded, never blocking, retried once, flushed on time and at close;
+// repeated refusals counted per key and window into one summary, the key table bounded, summaries
+// written at close, and the trail trimmed by age once a minute.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   auditIdMs,
@@ -10,6 +12,7 @@ import {
   MAX_AUDIT_LIST,
   MAX_AUDIT_STRING,
   parseAuditTime,
+  refusalKey,
   sanitizeAuditEvent,
   typeMatches,
   webhookBackoffMs,
@@ -17,7 +20,14 @@ import {
   type AuditRecord,
 } from '../../src/domain/audit.ts';
 import { createLogger } from '../../src/logger.ts';
-import { AUDIT_FLUSH_CHUNK, AuditLog, CAPPED_EVENTS_PER_WINDOW, CAPPED_WINDOW_MS } from '../../src/services/audit-log.ts';
+import {
+  AUDIT_AGE_TRIM_EVERY_MS,
+  AUDIT_AGGREGATE_MAX_KEYS,
+  AUDIT_FLUSH_CHUNK,
+  AuditLog,
+  CAPPED_EVENTS_PER_WINDOW,
+  CAPPED_WINDOW_MS,
+} from '../../src/services/audit-log.ts';
 import { AuditedPolicyReloader, auditedOperatorReload } from '../../src/services/audit-trail.ts';
 import type { Store } from '../../src/store/store.ts';
 
@@ -90,13 +100,15 @@ describe('audit events', () => {
 /** A store stand-in that records appends, answering each as `answer` says. */
 function fakeStore(answer: (records: readonly AuditRecord[]) => Promise<boolean[]> = async (r) => r.map(() => true)) {
   const appended: AuditRecord[][] = [];
+  const maxAges: Array<number | undefined> = [];
   const store = {
-    appendAuditEvents(records: readonly AuditRecord[]) {
+    appendAuditEvents(records: readonly AuditRecord[], _maxEvents: number, maxAgeMs?: number) {
       appended.push([...records]);
+      maxAges.push(maxAgeMs);
       return answer(records);
     },
   } as unknown as Store;
-  return { store, appended };
+  return { store, appended, maxAges };
 }
 
 const logLines: string[] = [];
@@ -232,6 +244,188 @@ describe('the audit log', () => {
     expect(types.filter((t) => t === 'admin.call')).toHaveLength(CAPPED_EVENTS_PER_WINDOW);
     expect(types).toContain('agent.revoked');
     expect(appended.flat().find((r) => r.type === 'audit.suppressed')).toMatchObject({ actor: 'system', count: 50 });
+  });
+});
+
+// ---- repeated refusals ----------------------------------------------------------------------------
+
+const WINDOW_MS = 60_000;
+
+/** An agent's execute refused with `code`; `capability` varies freely and must not make keys. */
+const refused = (agentId: string, code: string, capability = 'echo') =>
+  ({ type: 'execute.refused', actor: 'agent', agent_id: agentId, host_id: `hst_of_${agentId}`, capability, outcome: 'refused', code }) as const;
+
+describe('refusal keys (domain/audit.ts)', () => {
+  it('name who was refused and for what: type, actor, agent (with its host), code; never the capability', () => {
+    const one = refusalKey(refused('agt_1', 'agent_revoked', 'echo'), false);
+    expect(one?.fields).toEqual({ type: 'execute.refused', actor: 'agent', outcome: 'refused', code: 'agent_revoked', agent_id: 'agt_1', host_id: 'hst_of_agt_1' });
+    expect(refusalKey(refused('agt_1', 'agent_revoked', 'transfer_money'), false)?.key).toBe(one?.key);
+    expect(refusalKey(refused('agt_2', 'agent_revoked'), false)?.key).not.toBe(one?.key);
+    expect(refusalKey(refused('agt_1', 'capability_not_granted'), false)?.key).not.toBe(one?.key);
+    expect(refusalKey({ ...refused('agt_1', 'agent_revoked'), type: 'capability.requested' }, false)?.key).not.toBe(one?.key);
+  });
+
+  it('an agent refused for its host\'s status is keyed by the host, so a host\'s agents share one key', () => {
+    const a = refusalKey({ ...refused('agt_a', 'host_pending'), host_id: 'hst_x' }, false);
+    const b = refusalKey({ ...refused('agt_b', 'host_pending'), host_id: 'hst_x' }, false);
+    expect(a?.key).toBe(b?.key);
+    expect(a?.fields).not.toHaveProperty('agent_id');
+    expect(a?.fields.host_id).toBe('hst_x');
+  });
+
+  it('only refusals of a caller that holds a key are aggregated: not allowed events, unknown callers or the system', () => {
+    expect(refusalKey({ type: 'execute.allowed', actor: 'agent', agent_id: 'a', outcome: 'completed' }, false)).toBeNull();
+    expect(refusalKey({ type: 'execute.refused', actor: 'agent', outcome: 'refused', code: 'invalid_jwt' }, true)).toBeNull();
+    expect(refusalKey({ type: 'admin.call', actor: 'admin', outcome: 'refused', code: 'unauthorized', path: '/admin/x' }, true)).toBeNull();
+    expect(refusalKey({ type: 'policy.reloaded', actor: 'system', outcome: 'refused', code: 'reload_rejected' }, false)).toBeNull();
+    // The admin whose token verified: its refusals are keyed by type and code, never by the path it names.
+    const admin = refusalKey({ type: 'admin.call', actor: 'admin', outcome: 'refused', code: 'agent_not_found', path: '/admin/agents/agt_1', agent_id: 'agt_1' }, false);
+    expect(admin?.fields).toEqual({ type: 'admin.call', actor: 'admin', outcome: 'refused', code: 'agent_not_found' });
+    expect(refusalKey({ type: 'admin.call', actor: 'admin', outcome: 'refused', code: 'agent_not_found', path: '/admin/agents/agt_2', agent_id: 'agt_2' }, false)?.key).toBe(admin?.key);
+    // A replayed token is capped (anyone holding a copy can send it), yet names its agent: keyed too.
+    expect(refusalKey(refused('agt_1', 'invalid_jwt'), true)).not.toBeNull();
+  });
+});
+
+describe('the audit log aggregates repeated refusals', () => {
+  const clock = (startMs = 1_000_000) => {
+    const state = { nowMs: startMs };
+    return { state, now: () => state.nowMs };
+  };
+
+  it('a revoked agent hammering execute adds one event per window, with its count, not one per call', async () => {
+    const { state, now } = clock();
+    const { store, appended } = fakeStore();
+    const log = auditLog(store, { now, aggregateWindowMs: WINDOW_MS, queueMax: 10_000 });
+    for (let i = 0; i < 1500; i++) {
+      log.record(refused('agt_revoked', 'agent_revoked', `cap_${i}`));
+      state.nowMs += 10;
+    }
+    // 1500 calls 10 ms apart span 15 s: one window.
+    await log.flush();
+    expect(appended.flat()).toEqual([expect.objectContaining({ type: 'execute.refused', agent_id: 'agt_revoked', code: 'agent_revoked', capability: 'cap_0' })]);
+    expect(log.counters.aggregated).toBe(1499);
+    state.nowMs = 1_000_000 + WINDOW_MS;
+    await log.flush();
+    const summary = appended.flat()[1];
+    expect(summary).toEqual({
+      at: new Date(state.nowMs).toISOString(), type: 'execute.refused', actor: 'agent', agent_id: 'agt_revoked', host_id: 'hst_of_agt_revoked',
+      outcome: 'refused', code: 'agent_revoked', count: 1499,
+      first_at: new Date(1_000_010).toISOString(), last_at: new Date(1_000_000 + 1499 * 10).toISOString(), window_ms: WINDOW_MS,
+    });
+    expect(summary).not.toHaveProperty('capability');
+    // The next window starts with its first refusal recorded again.
+    log.record(refused('agt_revoked', 'agent_revoked'));
+    await log.flush();
+    expect(appended.flat()).toHaveLength(3);
+  });
+
+  it('a window with no repeats ends without a summary, and each key and code has a window of its own', async () => {
+    const { state, now } = clock();
+    const { store, appended } = fakeStore();
+    const log = auditLog(store, { now, aggregateWindowMs: WINDOW_MS });
+    log.record(refused('agt_1', 'agent_revoked'));
+    log.record(refused('agt_1', 'capability_not_granted'));
+    log.record(refused('agt_1', 'capability_not_granted'));
+    log.record(refused('agt_2', 'agent_revoked'));
+    log.record({ type: 'execute.allowed', actor: 'agent', agent_id: 'agt_1', outcome: 'completed' });
+    log.record({ type: 'execute.allowed', actor: 'agent', agent_id: 'agt_1', outcome: 'completed' });
+    state.nowMs += WINDOW_MS;
+    await log.flush();
+    expect(appended.flat().map((r) => `${r.type} ${r.agent_id} ${r.code ?? ''} ${r.count ?? ''}`.trim())).toEqual([
+      'execute.refused agt_1 agent_revoked',
+      'execute.refused agt_1 capability_not_granted',
+      'execute.refused agt_2 agent_revoked',
+      'execute.allowed agt_1',
+      'execute.allowed agt_1',
+      'execute.refused agt_1 capability_not_granted 1',
+    ]);
+    expect(log.openRefusalWindows).toBe(0);
+  });
+
+  it('the sweep writes a window\'s summary when it ends, without waiting for another refusal or for shutdown', async () => {
+    vi.useFakeTimers();
+    const { store, appended } = fakeStore();
+    const log = auditLog(store, { aggregateWindowMs: 1000, flushMs: 100 });
+    for (let i = 0; i < 5; i++) log.record(refused('agt_1', 'agent_pending'));
+    await vi.advanceTimersByTimeAsync(200);
+    expect(appended.flat().map((r) => r.count)).toEqual([undefined]);
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(appended.flat().map((r) => r.count)).toEqual([undefined, 4]);
+    expect(log.openRefusalWindows).toBe(0);
+  });
+
+  it('the key table is bounded: beyond AUDIT_AGGREGATE_MAX_KEYS, new keys\' refusals fall into one overflow summary', async () => {
+    const { state, now } = clock();
+    const { store, appended } = fakeStore();
+    const log = auditLog(store, { now, aggregateWindowMs: WINDOW_MS, queueMax: AUDIT_AGGREGATE_MAX_KEYS + 100 });
+    for (let i = 0; i < AUDIT_AGGREGATE_MAX_KEYS + 50; i++) log.record(refused(`agt_${i}`, 'agent_revoked'));
+    expect(log.openRefusalWindows).toBe(AUDIT_AGGREGATE_MAX_KEYS);
+    expect(log.counters.overflowed).toBe(50);
+    // A key already in the table still counts its own repeats.
+    log.record(refused('agt_0', 'agent_revoked'));
+    expect(log.counters.overflowed).toBe(50);
+    state.nowMs += WINDOW_MS;
+    await log.flush();
+    const events = appended.flat();
+    expect(events.filter((r) => r.type === 'execute.refused' && r.count === undefined)).toHaveLength(AUDIT_AGGREGATE_MAX_KEYS);
+    expect(events.filter((r) => r.type === 'execute.refused' && r.count !== undefined)).toEqual([expect.objectContaining({ agent_id: 'agt_0', count: 1 })]);
+    expect(events.filter((r) => r.type === 'audit.suppressed')).toEqual([expect.objectContaining({ actor: 'system', reason: 'refusal_keys_full', count: 50, window_ms: WINDOW_MS })]);
+    expect(log.openRefusalWindows).toBe(0);
+  });
+
+  it('summaries still open are written at close: counted refusals and capped events are never lost at shutdown', async () => {
+    const { now } = clock();
+    const { store, appended } = fakeStore();
+    const log = auditLog(store, { now, aggregateWindowMs: WINDOW_MS, queueMax: 1000 });
+    for (let i = 0; i < 10; i++) log.record(refused('agt_1', 'agent_revoked'));
+    for (let i = 0; i < CAPPED_EVENTS_PER_WINDOW + 7; i++) log.record({ type: 'execute.refused', actor: 'agent', outcome: 'refused', code: 'invalid_jwt' }, { capped: true });
+    await log.close();
+    const events = appended.flat();
+    expect(events.find((r) => r.count === 9)).toMatchObject({ type: 'execute.refused', agent_id: 'agt_1', code: 'agent_revoked' });
+    expect(events.find((r) => r.type === 'audit.suppressed')).toMatchObject({ reason: 'capped', count: 7 });
+    expect(log.queued).toBe(0);
+    expect(log.openRefusalWindows).toBe(0);
+  });
+
+  it('a capped refusal that names its agent (a replayed token) is aggregated too, before the cap counts it', async () => {
+    const { state, now } = clock();
+    const { store, appended } = fakeStore();
+    const log = auditLog(store, { now, aggregateWindowMs: WINDOW_MS, queueMax: 1000 });
+    for (let i = 0; i < CAPPED_EVENTS_PER_WINDOW * 3; i++) log.record(refused('agt_1', 'invalid_jwt'), { capped: true });
+    expect(log.counters.suppressed).toBe(0);
+    state.nowMs += WINDOW_MS;
+    await log.flush();
+    expect(appended.flat().map((r) => r.count)).toEqual([undefined, CAPPED_EVENTS_PER_WINDOW * 3 - 1]);
+  });
+});
+
+describe('the audit log trims the trail by age', () => {
+  it('once a minute, with an append of no events that carries maxAgeMs; appends of events stay as they were', async () => {
+    vi.useFakeTimers();
+    const { store, appended, maxAges } = fakeStore();
+    const log = auditLog(store, { maxAgeMs: 3_600_000, flushMs: 100 });
+    log.record({ type: 'x.y', actor: 'system' });
+    await vi.advanceTimersByTimeAsync(200);
+    expect(maxAges).toEqual([undefined]);
+    await vi.advanceTimersByTimeAsync(AUDIT_AGE_TRIM_EVERY_MS);
+    expect(appended.at(-1)).toEqual([]);
+    expect(maxAges.at(-1)).toBe(3_600_000);
+    await log.close();
+    const trims = maxAges.length;
+    await vi.advanceTimersByTimeAsync(AUDIT_AGE_TRIM_EVERY_MS * 2);
+    expect(maxAges).toHaveLength(trims);
+  });
+
+  it('a trim that fails is logged, never thrown, and tried again the next minute', async () => {
+    vi.useFakeTimers();
+    let calls = 0;
+    const store = { appendAuditEvents: () => { calls++; return Promise.reject(new Error('down')); } } as unknown as Store;
+    auditLog(store, { maxAgeMs: 3_600_000 });
+    await vi.advanceTimersByTimeAsync(AUDIT_AGE_TRIM_EVERY_MS * 2);
+    expect(calls).toBe(2);
+    // One line per failure here: failures a minute apart are more than the log's 10 s apart.
+    expect(logLines.filter((line) => line.includes('could not trim the audit trail by age'))).toHaveLength(2);
   });
 });
 

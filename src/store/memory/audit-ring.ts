@@ -1,7 +1,8 @@
-// The memory store's audit trail (issue 17 point 3), with the Redis stream's semantics: a bounded
-// ring of events ordered by `<ms>-<sequence>` ids, read newest first, and forwarded through one
-// in-process "consumer group" (a cursor past the last event handed out, plus the events handed out
-// and not yet acknowledged), so the same forwarder code runs on either store.
+// The memory store's audit trail (issue 17 point 3), with the Redis stream's semantics: a ring of
+// events bounded by count and, when asked, by age, ordered by `<ms>-<sequence>` ids, read newest
+// first, and forwarded through one in-process "consumer group" (a cursor past the last event handed
+// out, plus the events handed out and not yet acknowledged), so the same forwarder code runs on
+// either store.
 import { parseAuditId, type AuditEvent, type AuditRecord } from '../../domain/audit.ts';
 import { MAX_AUDIT_READ, type AuditClaim } from '../store.ts';
 
@@ -48,9 +49,11 @@ export class MemoryAuditRecords {
     this.#now = now;
   }
 
-  async appendAuditEvents(records: readonly AuditRecord[], maxEvents: number): Promise<boolean[]> {
+  /** Keeps the newest `maxEvents`, and with `maxAgeMs` drops those appended longer ago (by their ids' time). */
+  async appendAuditEvents(records: readonly AuditRecord[], maxEvents: number, maxAgeMs?: number): Promise<boolean[]> {
     this.assertOpen();
     if (!Number.isSafeInteger(maxEvents) || maxEvents < 1) throw new Error(`maxEvents must be a positive integer, got ${maxEvents}`);
+    if (maxAgeMs !== undefined && (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1)) throw new Error(`maxAgeMs must be a positive integer, got ${maxAgeMs}`);
     for (const record of records) {
       // As Redis makes stream ids: the clock's ms, or the last id's ms when the clock went back.
       const nowMs = Math.max(Math.trunc(this.#now()), this.#last.ms);
@@ -58,6 +61,11 @@ export class MemoryAuditRecords {
       this.#entries.push({ id: `${this.#last.ms}-${this.#last.seq}`, ...this.#last, json: JSON.stringify(record) });
     }
     while (this.#entries.length - this.#start > maxEvents) this.#held.delete(this.#entries[this.#start++]!.id);
+    if (maxAgeMs !== undefined) {
+      // As XTRIM MINID: every event whose id's time is before the cutoff goes, oldest first.
+      const cutoffMs = Math.trunc(this.#now()) - maxAgeMs;
+      while (this.#start < this.#entries.length && this.#entries[this.#start]!.ms < cutoffMs) this.#held.delete(this.#entries[this.#start++]!.id);
+    }
     if (this.#start >= COMPACT_AFTER && this.#start * 2 >= this.#entries.length) {
       this.#entries = this.#entries.slice(this.#start);
       this.#start = 0;

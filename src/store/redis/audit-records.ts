@@ -1,7 +1,7 @@
-// The Redis store's audit trail (issue 17 point 3): one stream (`XADD MAXLEN ~`), read newest first
-// with XREVRANGE, and forwarded through one consumer group that every instance's webhook forwarder
-// shares, so each event is handed to one forwarder at a time and a forwarder that dies leaves its
-// events to the others. The stream is one key: on a Redis Cluster it lives in one slot of its own.
+// The Redis store's audit trail (issue 17 point 3): one stream (`XADD MAXLEN ~`, and `XTRIM MINID`
+// for its age bound), read newest first with XREVRANGE, and forwarded through one consumer group
+// that every instance's webhook forwarder shares, so each event is handed to one forwarder at a
+// time and a forwarder that dies leaves its events to the others. The stream is one key: on a Redis Cluster it lives in one slot of its own.
 import type { AuditEvent, AuditRecord } from '../../domain/audit.ts';
 import { AUDIT_ID_PATTERN } from '../../domain/audit.ts';
 import { MAX_AUDIT_READ, type AuditClaim } from '../store.ts';
@@ -37,17 +37,28 @@ export class RedisAuditRecords {
   /**
    * Not async on purpose: the command is issued before this returns, so in the tick of the hot
    * path's round trip it joins its auto-pipeline (no round trip of its own). One event is one
-   * XADD; several are one script call that XADDs each (audit-scripts.ts), not one command each.
+   * XADD; several, or any number with `maxAgeMs`, are one script call that XADDs each and trims by
+   * age (audit-scripts.ts), not one command each. No events with `maxAgeMs` is one XTRIM MINID:
+   * the audit writer trims by age that way, once a minute, off the hot path. Age is measured
+   * against this process's clock, and the ids against the Redis server's: a skew between them
+   * moves the bound by as much, which an age of at least an hour (AUDIT_MAX_AGE_SECONDS) absorbs.
    */
-  appendAuditEvents(records: readonly AuditRecord[], maxEvents: number): Promise<boolean[]> {
+  appendAuditEvents(records: readonly AuditRecord[], maxEvents: number, maxAgeMs?: number): Promise<boolean[]> {
     if (!Number.isSafeInteger(maxEvents) || maxEvents < 1) return Promise.reject(new Error(`maxEvents must be a positive integer, got ${maxEvents}`));
-    if (records.length === 0) return Promise.resolve([]);
+    if (maxAgeMs !== undefined && (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1)) {
+      return Promise.reject(new Error(`maxAgeMs must be a positive integer, got ${maxAgeMs}`));
+    }
+    const minId = maxAgeMs === undefined ? '' : String(Math.max(0, Date.now() - maxAgeMs));
+    if (records.length === 0) {
+      if (minId === '') return Promise.resolve([]);
+      return this.#connection.xtrim(this.#key, 'MINID', minId).then(() => []);
+    }
     const maxLength = String(maxEvents);
-    if (records.length === 1) {
+    if (records.length === 1 && minId === '') {
       return this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', EVENT_FIELD, JSON.stringify(records[0])).then(() => [true], () => [false]);
     }
     const scripts = this.#connection as unknown as { agentgateAuditAppend: AppendScript };
-    return scripts.agentgateAuditAppend(this.#key, maxLength, EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
+    return scripts.agentgateAuditAppend(this.#key, maxLength, minId, EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
       (written) => records.map((_, i) => Array.isArray(written) && written[i] === 1),
       () => records.map(() => false),
     );

@@ -4,20 +4,24 @@ import type { ScriptDefinition } from './scripts.ts';
 
 /**
  * Appends several events in one command: an XADD each, in order, with the same approximate
- * MAXLEN. A flush of N events would otherwise cost N commands' encoding, promises and replies in
- * the client and N dispatches in Redis (a batch of ten calls writes ten events). Each XADD is
- * pcall'ed, so one refused append does not stop the others, and the answer says which were
- * written. KEYS: stream. ARGV: max length, the entry's field name, then one event JSON each.
- * Returns 1 or 0 per event.
+ * MAXLEN, then, when a minimum id is given, one exact XTRIM MINID that drops the events appended
+ * before it (Redis refuses MAXLEN and MINID in one XADD). A flush of N events would otherwise cost
+ * N commands' encoding, promises and replies in the client and N dispatches in Redis (a batch of
+ * ten calls writes ten events). Each command is pcall'ed, so one refused append does not stop the
+ * others, and the answer says which were written. The trim is exact so that age means age, and
+ * costs little: every entry is removed once, and a trim with nothing older stops at the first
+ * entry. KEYS: stream. ARGV: max length, minimum id (`<ms>`, or empty for none), the entry's field
+ * name, then one event JSON each. Returns 1 or 0 per event.
  */
 export const AUDIT_APPEND: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
 local written = {}
-for i = 3, #ARGV do
-  local result = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', ARGV[2], ARGV[i])
+for i = 4, #ARGV do
+  local result = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', ARGV[3], ARGV[i])
   if type(result) == 'table' and result.err then written[#written + 1] = 0 else written[#written + 1] = 1 end
 end
+if ARGV[2] ~= '' then redis.pcall('XTRIM', KEYS[1], 'MINID', ARGV[2]) end
 return written
 `,
 };

@@ -1,11 +1,11 @@
-// Structured logs: one JSON line per event on stdout, written by pino (issue 17). Our small Logger
+// Structured logs: one JSON line per event on stdout, written by pino. Our small Logger
 // interface stays what every module calls; pino is behind it, so no call site knows or cares.
 // Lines carry an ISO `time`, `level` as a label and `msg`; error objects anywhere in the fields are
 // written as their name, message and stack (and cause), never as `{}`.
 //
 // A busy server writes an access line per request, so the write path is kept cheap: lines are
 // written to stdout in batches (BatchedStdout), and the ISO time is formatted once per second
-// (isoTime); measurements in issue 17's report.
+// (isoTime); bench/RESULTS.md has what they cost.
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -113,7 +113,7 @@ const LOG_HELD_MAX_CHARS = 64 * 1024;
  * them), and whatever is held when the process exits is written before it ends; a process killed
  * outright loses at most LOG_FLUSH_MS of info and debug lines.
  *
- * Measured under load (issue 17): pino's own asynchronous writer cost the event loop about 3.5 µs a
+ * Measured under load: pino's own asynchronous writer cost the event loop about 3.5 µs a
  * line (it measures its whole pending buffer on every write, and each write is a thread-pool round
  * trip), and one synchronous write per line about 2 µs; batched, the write is a rounding error. A
  * reader that stops reading (a full pipe) makes the server wait rather than buffer without bound.

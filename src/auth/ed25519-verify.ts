@@ -1,4 +1,4 @@
-// Ed25519 signature verification, strict, on the fastest backend that loads (issue 16):
+// Ed25519 signature verification, strict, on the fastest backend that loads:
 // libsodium through sodium-native (~46 µs per verification on our machine class) where its prebuilt
 // binary loads, node:crypto (OpenSSL, ~78 µs) where it does not.
 //

@@ -1,4 +1,4 @@
-// The audit trail's rules that are decisions rather than plumbing (issue 17 point 3; SECURITY.md):
+// The audit trail's rules that are decisions rather than plumbing (SECURITY.md, "The audit trail"):
 // what an event is and how big it may be, which events a filter matches, how stream positions
 // compare, what a time in a query means, and how long a failed webhook delivery waits. No I/O here.
 

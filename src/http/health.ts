@@ -1,4 +1,4 @@
-// Liveness and readiness for operators, orchestrators and load balancers (issue 17 point 4).
+// Liveness and readiness for operators, orchestrators and load balancers.
 // /healthz says the process is up and serving HTTP, and nothing else: a liveness probe that failed
 // whenever Redis did would restart every instance during a Redis outage, which helps nobody.
 // /readyz says whether this instance can do its work (store reachable, policy loaded, operators

@@ -1,4 +1,4 @@
-// GET /metrics: the Prometheus exposition (issue 17). Metrics say how much traffic each agent
+// GET /metrics: the Prometheus exposition. Metrics say how much traffic each agent
 // endpoint gets, how often it refuses and why, and how the dependencies behave, which is worth
 // something to an attacker probing the server, so they are never public: they are served either
 // on the main port behind a bearer token (METRICS_TOKEN), or on a listener of their own

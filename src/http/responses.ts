@@ -1,4 +1,4 @@
-// The shapes of agentgate's JSON answers, in zod, once (issue 17 point 7), as schemas.ts holds the
+// The shapes of agentgate's JSON answers, in zod, once, as schemas.ts holds the
 // requests'. The records the views answer with are in view-schemas.ts; this module builds every
 // route's answer from them, and RESPONSE_SCHEMAS names each for the OpenAPI document
 // (src/http/openapi.ts), which publishes it as a component. Answers built outside views.ts whose

@@ -1,6 +1,6 @@
 // Counter and histogram families for the metrics recorded on every request. prom-client's own
 // Counter and Histogram validate and hash their labels on every increment; measured in a profile
-// of the execute benchmark (issue 17), the six updates of one execute cost about 1.6 % of the
+// of the execute benchmark, the six updates of one execute cost about 1.6 % of the
 // server's CPU that way. Here a family finds a series' cell by its label values once and then
 // updates numbers in place; prom-client still does everything else: the registry, the text
 // exposition and the aggregation of cluster workers, which read the families through the same

@@ -1,4 +1,4 @@
-// Metrics in the Prometheus text format (issue 17), with prom-client. Modules record through the
+// Metrics in the Prometheus text format, with prom-client. Modules record through the
 // small Metrics interface below and never see prom-client; when metrics are off (neither
 // METRICS_TOKEN nor METRICS_PORT is set) every recording method is a no-op and nothing is kept.
 //

@@ -1,4 +1,4 @@
-// Forwards the audit trail to a webhook (AUDIT_WEBHOOK_URL; issue 17 point 3): batches of events
+// Forwards the audit trail to a webhook (AUDIT_WEBHOOK_URL): batches of events
 // POSTed as `{events: [...]}`, each event with its id, so a receiver can also drop a repeat.
 //
 // Every instance runs one forwarder, and they share the store's forwarding group (a Redis

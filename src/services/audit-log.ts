@@ -1,4 +1,4 @@
-// The audit trail's writer (issue 17 point 3): services record events here and never wait for
+// The audit trail's writer: services record events here and never wait for
 // them. Events wait in a bounded in-process queue and are appended to the store
 // - by the execute hot path, right before its one Redis round trip and in the same tick, so
 //   ioredis's auto-pipelining carries the appends in that round trip (no round trip of their own);

@@ -1,4 +1,4 @@
-// GET /admin/audit (issue 17 point 3): one page of the audit trail, newest first, filtered, with a
+// GET /admin/audit: one page of the audit trail, newest first, filtered, with a
 // cursor to older events. One request reads at most max(AUDIT_SCAN_FLOOR, 10 × limit) events,
 // however rare the filter, and answers a cursor to go on from where it stopped: no request can make
 // the server read the whole trail.

@@ -1,4 +1,4 @@
-// Removes what waited for approval too long (issue 15 point 7): agents still pending
+// Removes what waited for approval too long: agents still pending
 // PENDING_MAX_AGE_SECONDS after they registered, pending hosts of that age with no agents left, and
 // approvals that lapsed on agents that are no longer pending (a request-capability nobody decided).
 // Every instance runs the job; each removal is one atomic step in the store that only one instance

@@ -1,4 +1,4 @@
-// What execute and batch execute record in the audit trail (issue 17 point 3): one event per call,
+// What execute and batch execute record in the audit trail: one event per call,
 // `execute.allowed` (the policy allowed it; `outcome` says whether its handler completed) or
 // `execute.refused` with the error code, plus one `execute.refused` for a request refused whole.
 // Never the arguments or the token. Recording only queues (services/audit-log.ts), and a refusal an

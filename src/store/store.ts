@@ -92,7 +92,7 @@ export type CreateAgentResult =
 /** At most this many audit events in one read or one forwarding claim. */
 export const MAX_AUDIT_READ = 1000;
 
-/** What an audit forwarder asks for (issue 17 point 3): a batch of events to deliver, its own or abandoned. */
+/** What an audit forwarder asks for: a batch of events to deliver, its own or abandoned. */
 export interface AuditClaim {
   /** This forwarder's name, unique per process. */
   consumer: string;
@@ -237,7 +237,7 @@ export interface Store {
   /** Removes a passkey; false when the person had none with this id. */
   removePasskey(personId: string, passkeyId: string): Promise<boolean>;
 
-  // ---- audit trail (issue 17 point 3) -----------------------------------------------------------
+  // ---- audit trail -----------------------------------------------------------
   /**
    * Appends events, oldest first, keeping about the newest `maxEvents` (Redis trims approximately:
    * never fewer, at most about one stream node more), and, when `maxAgeMs` is given, dropping

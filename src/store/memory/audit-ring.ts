@@ -1,4 +1,4 @@
-// The memory store's audit trail (issue 17 point 3), with the Redis stream's semantics: a ring of
+// The memory store's audit trail, with the Redis stream's semantics: a ring of
 // events bounded by count and, when asked, by age, ordered by `<ms>-<sequence>` ids, read newest
 // first, and forwarded through one in-process "consumer group" (a cursor past the last event handed
 // out, plus the events handed out and not yet acknowledged), so the same forwarder code runs on

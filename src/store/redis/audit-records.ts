@@ -1,4 +1,4 @@
-// The Redis store's audit trail (issue 17 point 3): one stream (`XADD MAXLEN ~`, and `XTRIM MINID`
+// The Redis store's audit trail: one stream (`XADD MAXLEN ~`, and `XTRIM MINID`
 // for its age bound), read newest first with XREVRANGE, and forwarded through one consumer group
 // that every instance's webhook forwarder shares, so each event is handed to one forwarder at a
 // time and a forwarder that dies leaves its events to the others. The stream is one key: on a Redis Cluster it lives in one slot of its own.

@@ -7,7 +7,8 @@ import { NotAvailable } from '../../../shared/conformance/lib/adapter-api.mjs';
 const ROLES = {
   echo: 'echo',
   constrained: 'transfer_money',
-  other: 'weather_lookup',
+  // Executes like echo with any arguments: weather_lookup's schema is closed (it takes only city).
+  other: 'search_documents',
   failing: 'flaky_backend',
   blocked: 'purge_all_data',
   removable: 'legacy_report',
@@ -24,8 +25,18 @@ export default async function createAdapter({ config, request }) {
   return {
     capabilities: async () => ({ ...ROLES }),
     createLinkedHost: async ({ publicJwk, name, defaultCapabilities }) => {
-      const host = await admin('POST', '/admin/hosts', { public_key: publicJwk, name, default_capabilities: defaultCapabilities, user_id: 'conformance-user' });
-      return { hostId: host.host_id };
+      // A capability that needs a person's passkey (transfer_money, the `constrained` role) is never
+      // a host default here (docs/stances.md): the suite then takes its other way, an autonomous
+      // registration that approvePending approves through the admin API.
+      if (!token) throw new NotAvailable('AG_ADMIN_TOKEN is not set');
+      const res = await request('POST', `${config.baseUrl}/admin/hosts`, {
+        bearer: token, json: { public_key: publicJwk, name, default_capabilities: defaultCapabilities, user_id: 'conformance-user' },
+      });
+      if (res.status === 400 && res.json?.error === 'invalid_capabilities' && /passkey/.test(res.json?.message ?? '')) {
+        throw new NotAvailable(`agentgate never makes a capability that needs presence a default (${res.json.invalid_capabilities.join(', ')})`);
+      }
+      if (res.status >= 300) throw new Error(`admin POST /admin/hosts failed: ${res.status} ${res.text}`);
+      return { hostId: res.json.host_id };
     },
     approvePending: async (agentId, { capabilities } = {}) => {
       await admin('POST', `/admin/agents/${encodeURIComponent(agentId)}/approve`, { ...(capabilities ? { capabilities } : {}), user_id: 'conformance-user' });

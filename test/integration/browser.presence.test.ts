@@ -71,6 +71,22 @@ describe('proof of presence with a passkey', () => {
     expect(decided.agent_capability_grants.map((g: { capability: string; status: string }) => `${g.capability}:${g.status}`).sort())
       .toEqual(['echo:active', 'transfer_money:active']);
     expect((await c.execute(agent!, 'transfer_money', { amount: 5 })).status).toBe(200);
+
+    // A second passkey (a security key) is added by proving the first one in the same ceremony:
+    // the page asks the platform authenticator for an assertion, then the key creates the new one.
+    const securityKey = await addVirtualAuthenticator(page, { transport: 'usb' });
+    await page.goto(`${server.baseUrl}/passkeys/new?return_to=/device`);
+    expect(await page.locator('#passkey-proof-options').count()).toBe(1);
+    await screenshot('add-second-passkey');
+    await Promise.all([page.waitForURL((url) => url.pathname === '/device'), page.click('#create-passkey')]);
+    await screenshot('second-passkey-added');
+    expect(await authenticator.credentials()).toHaveLength(1);
+    expect(await server.store.listPasskeys('dev|Pat')).toHaveLength(2);
+    await securityKey.remove();
+    await server.audit.log.flush();
+    const added = (await c.admin('GET', '/admin/audit?type=passkey.added')).json.events as Array<Record<string, unknown>>;
+    expect(added.filter((e) => e.person_id === 'dev|Pat').map((e) => e.proof)).toEqual(['passkey', 'fresh_login']);
+    expect(consoleErrors).toEqual([]);
   });
 });
 

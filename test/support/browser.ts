@@ -201,7 +201,7 @@ export interface VirtualAuthenticator {
  */
 export async function addVirtualAuthenticator(
   page: Page,
-  { userVerified = true }: { userVerified?: boolean } = {},
+  { userVerified = true, transport = 'internal' }: { userVerified?: boolean; transport?: 'internal' | 'usb' } = {},
 ): Promise<VirtualAuthenticator> {
   const cdp = await page.context().newCDPSession(page);
   // enableUI false: no account chooser or other dialog that a headless test could never answer.
@@ -209,7 +209,8 @@ export async function addVirtualAuthenticator(
   const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
     options: {
       protocol: 'ctap2',
-      transport: 'internal',
+      // Chromium allows one internal (platform) authenticator per page; a second one is a security key.
+      transport,
       hasResidentKey: true,
       hasUserVerification: true,
       isUserVerified: userVerified,

@@ -33,7 +33,9 @@ describe.each(['memory', 'redis'] as const)('contract §7 rows (%s store)', (sto
     });
 
     it('400 unknown_constraint_operator: a constraint uses an unrecognized operator', async () => {
-      const host = await c.linkedHost(['transfer_money']);
+      // No default: transfer_money needs presence, so it cannot be one, and operators are checked
+      // before anything is decided whether or not the host pre-approves the capability.
+      const host = await c.linkedHost([]);
       const { res } = await c.register(host, { capabilities: [{ name: 'transfer_money', constraints: { amount: { max: 5, between: [1, 2] } } }] });
       expect(expectError(res, 400, 'unknown_constraint_operator').unknown_operators).toEqual(['between']);
     });

@@ -5,6 +5,7 @@ import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code } from '../support/client.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -24,7 +25,8 @@ let c: Client;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'agentgate-runtime-plugins-'));
   await symlink(resolve('node_modules'), join(dir, 'node_modules'));
-  server = await startTestServer({ pluginsDir: dir });
+  // Echo declares `code`, the argument the run-time plugin constrains.
+  server = await startTestServer({ pluginsDir: dir, capabilities: shippedCatalogWithEchoArguments(['code']) });
   c = new Client(server);
 });
 afterAll(async () => {
@@ -95,7 +97,7 @@ describe('a plugin added at run time', () => {
 
 describe('shipped plugins through HTTP', () => {
   it('cidr, prefix, max_length and regex constrain real executes', async () => {
-    const shipped = await startTestServer();
+    const shipped = await startTestServer({ capabilities: shippedCatalogWithEchoArguments(['ip', 'path', 'note', 'currency', 's']) });
     try {
       const sc = new Client(shipped);
       const agent = await sc.activeAgent([{
@@ -108,6 +110,7 @@ describe('shipped plugins through HTTP', () => {
       // RE2 has no backreferences: such a pattern is refused when the grant is made.
       const unusable = await sc.register(await sc.linkedHost(['echo']), { capabilities: [{ name: 'echo', constraints: { s: { regex: '(a)\\1' } } }] });
       expect(code(unusable.res)).toBe('400 invalid_request');
+      expect(unusable.res.json.message).toMatch(/operand of regex on field s/);
     } finally {
       await shipped.close();
     }
@@ -116,7 +119,7 @@ describe('shipped plugins through HTTP', () => {
 
 describe('request-capability checks every proposal', () => {
   it('an unknown operator is refused even when an existing grant already covers the capability', async () => {
-    const shipped = await startTestServer();
+    const shipped = await startTestServer({ capabilities: shippedCatalogWithEchoArguments(['x']) });
     try {
       const sc = new Client(shipped);
       const agent = await sc.activeAgent(['echo']);

@@ -7,6 +7,7 @@ import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { freePort, startupLine } from '../support/net.ts';
@@ -74,7 +75,10 @@ export const description = 'throws on every call';
 export const operand = z.boolean();
 export function evaluate() { throw new Error('boom'); }
 `);
-    server = await startTestServer({ store: 'redis', pluginsDir, env: { METRICS_TOKEN, RATE_LIMIT_IP_PER_MINUTE: '2' } });
+    // Echo declares `flag`, the argument the throwing plugin constrains.
+    server = await startTestServer({
+      store: 'redis', pluginsDir, capabilities: shippedCatalogWithEchoArguments(['flag']), env: { METRICS_TOKEN, RATE_LIMIT_IP_PER_MINUTE: '2' },
+    });
     c = new Client(server);
   });
   afterAll(async () => {

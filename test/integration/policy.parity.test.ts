@@ -15,13 +15,25 @@ import { CONSTRAINT_CASES } from '../support/constraint-cases.ts';
 const cases = CONSTRAINT_CASES;
 const CAPABILITY = 'probe';
 
+/**
+ * Every argument name the cases constrain or send. A constraint may only name a declared argument,
+ * and a schema that lists properties refuses any other, so the probe declares them all: each case
+ * is then decided by its constraints, never refused for a name.
+ */
+const ARGUMENT_NAMES = [...new Set(cases.flatMap((x) => [x.constraints, ...(x.other_grants ?? []), x.arguments].flatMap((o) => Object.keys(o ?? {}))))];
+
 let server: TestServer;
 let c: Client;
 
 beforeAll(async () => {
   server = await startTestServer({
-    // `{type: 'object'}` declares no numeric field, so no argument is coerced before the policy.
-    capabilities: [{ name: CAPABILITY, description: 'echoes; its schema coerces nothing', input: { type: 'object' }, handler: { type: 'echo' } }],
+    // `{}` types nothing, so no argument is coerced before the policy.
+    capabilities: [{
+      name: CAPABILITY,
+      description: 'echoes; its schema coerces nothing',
+      input: { type: 'object', properties: Object.fromEntries(ARGUMENT_NAMES.map((name) => [name, {}])) },
+      handler: { type: 'echo' },
+    }],
   });
   c = new Client(server);
 });

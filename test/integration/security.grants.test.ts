@@ -4,6 +4,7 @@
 // and the JWT capabilities claim ignored outside execute (12).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GRANT_LIMITS } from '../../src/domain/limits.ts';
+import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -13,7 +14,8 @@ describe.each(['memory', 'redis'] as const)('grants and approvals (%s store)', (
   let c: Client;
 
   beforeAll(async () => {
-    server = await startTestServer({ store: storeKind });
+    // Echo declares `x` and `n`, the arguments the grant-size tests constrain.
+    server = await startTestServer({ store: storeKind, capabilities: shippedCatalogWithEchoArguments(['x', 'n']) });
     c = new Client(server);
   });
   afterAll(() => server.close());

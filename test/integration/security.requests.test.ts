@@ -2,6 +2,7 @@
 // stores: an anonymous storage flood (6), pending hosts seeing too much (13), `nbf` ignored (14) and
 // deep nesting reaching the policy as a 500 (16). Each test is named after the attack it stops.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -15,6 +16,8 @@ describe.each(['memory', 'redis'] as const)('hostile requests (%s store)', (stor
   beforeAll(async () => {
     server = await startTestServer({
       store: storeKind,
+      // Echo declares `x`, which the deep-nesting test constrains, and `deep`, which it nests.
+      capabilities: shippedCatalogWithEchoArguments(['x', 'deep']),
       env: { AGENTS_PER_UNLINKED_HOST_MAX: '5', PENDING_AGENTS_PER_HOST_MAX: '3', MAX_JSON_DEPTH: '32' },
     });
     c = new Client(server);

@@ -139,7 +139,7 @@ export function buildApp(input: AppDependencies): App {
   });
   const passkeys = passkeySettingsFor(config.issuer, config.PROVIDER_NAME);
   app.use(devicePagesRouter({ ...deps, sessions, passkeys, oidc: input.oidc }));
-  app.use(peopleApiRouter({ ...deps, sessions }));
+  app.use(peopleApiRouter({ ...deps, sessions, passkeys }));
   // With METRICS_PORT set, /metrics is served on that port instead (src/main.ts), never here.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined) app.use(metricsRouter(() => metrics.render(), config.METRICS_TOKEN));
   app.use(notFoundHandler);

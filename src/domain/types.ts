@@ -89,6 +89,11 @@ export interface GrantRecord {
   grantedBy?: string;
   deniedBy?: string;
   reason?: string;
+  /**
+   * Who wrote `reason`: the agent or host that asked, or the policy that decided (its reason for a
+   * refusal or for needing approval). Absent on records from before it was kept: read as the requester's.
+   */
+  reasonBy?: 'requester' | 'policy';
   createdAtMs: number;
   updatedAtMs: number;
   expiresAtMs?: number;

@@ -11,6 +11,7 @@ import * as admin from '../services/admin.ts';
 import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, auditTimeSlackMs, queryAudit } from '../services/audit-query.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { revokeHost } from '../services/hosts.ts';
+import { removePasskeysAsAdmin } from '../services/passkeys.ts';
 import { parseWith, tokenOf } from './parse.ts';
 import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema } from './schemas.ts';
 import { agentView, hostView, waitingAgentView } from './views.ts';
@@ -18,6 +19,11 @@ import { agentView, hostView, waitingAgentView } from './views.ts';
 // The admin API's own inputs live here rather than in schemas.ts, which holds the protocol's
 // request shapes; the OpenAPI document is generated from both (its admin queries are these).
 const agentIdParamsSchema = z.object({ agentId: z.string().min(1).max(128) });
+/** `POST /admin/passkeys/remove` */
+export const adminRemovePasskeysBodySchema = z.object({
+  user_id: z.string().min(1).max(512).describe('the person (as the people\'s API names them: person_id)'),
+  passkey_id: z.string().min(1).max(1400).optional().describe('one passkey; all of the person\'s when absent'),
+}).strict();
 export const approvalsQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(admin.MAX_LISTED_APPROVALS).default(admin.MAX_LISTED_APPROVALS),
 });
@@ -87,6 +93,14 @@ export function adminRouter(deps: ServiceDeps): Router {
   router.post('/admin/hosts/:hostId/unlink', async (req, res) => {
     const { host, agentsRevoked } = await admin.unlinkHost(deps, req.params.hostId);
     res.json({ host_id: host.id, status: host.status, linked: false, agents_revoked: agentsRevoked });
+  });
+
+  // A person who lost their authenticator can add no passkey (each needs proof of one held): the
+  // administrator removes theirs (one, or all), and their next one is a first one again.
+  router.post('/admin/passkeys/remove', async (req, res) => {
+    const body = parseWith(adminRemovePasskeysBodySchema, req.body ?? {}, 'body');
+    const removed = await removePasskeysAsAdmin(deps, body.user_id, body.passkey_id);
+    res.json({ user_id: body.user_id, passkeys_removed: removed });
   });
 
   router.get('/admin/agents/:agentId', async (req, res) => {

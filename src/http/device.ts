@@ -98,8 +98,9 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
     const capabilities = ([] as unknown[]).concat(body.capabilities ?? []).filter((c): c is string => typeof c === 'string').slice(0, 100);
     const webauthnResponse = typeof body.webauthn_response === 'string' && body.webauthn_response !== '' ? body.webauthn_response : undefined;
     const outcome = await decideAsPerson(deps, session, { agentId, approvalId, verdict, capabilities, webauthnResponse });
-    logger.info('approval decided on the page', { agentId, approvalId, verdict, personId: session.data?.person.personId, approved: outcome.approved });
-    return decidedPage(verdict, outcome.snapshot.agent.name, outcome.approved, outcome.notApproved);
+    logger.info('approval decided on the page', { agentId, approvalId, verdict, personId: session.data?.person.personId, approved: outcome.approved.map((g) => g.capability) });
+    const known = await knownNames(deps, session.data!.person.personId, outcome.snapshot.agent.hostId);
+    return decidedPage(verdict, outcome.snapshot.agent.name, outcome.approved, outcome.notApproved, { known, plugins: (name) => deps.operators.get(name) });
   }));
 
   return router;

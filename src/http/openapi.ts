@@ -13,9 +13,9 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { ERROR_STATUS } from '../errors.ts';
-import { approvalsQuerySchema, auditQuerySchema } from './admin.ts';
+import { adminRemovePasskeysBodySchema, approvalsQuerySchema, auditQuerySchema } from './admin.ts';
 import { sessionCookieName } from './page-session.ts';
-import { CSRF_HEADER, personDecisionBodySchema, personGrantBodySchema, personPageQuerySchema } from './people.ts';
+import { CSRF_HEADER, passkeyRemovalBodySchema, personDecisionBodySchema, personGrantBodySchema, personPageQuerySchema } from './people.ts';
 import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
 import * as schemas from './schemas.ts';
 
@@ -209,6 +209,9 @@ function adminPaths(): Record<string, Record<string, OperationSpec>> {
     '/admin/agents/{agentId}/exceed-absolute-lifetime': {
       post: admin('adminExceedAbsoluteLifetime', 'Test hook: end the absolute lifetime now (403 unless INSECURE_TEST_HOOKS)', 'AgentView', recordChange),
     },
+    '/admin/passkeys/remove': {
+      post: admin('adminRemovePasskeys', "Remove a person's passkeys (one, or all): the way back for a lost authenticator", 'PasskeysRemoved', { errors: [400, 404], body: adminRemovePasskeysBodySchema }),
+    },
     '/admin/approvals': { get: admin('adminListApprovals', 'Agents waiting for a person, oldest first', 'AdminApprovals', { errors: [400], query: approvalsQuerySchema }) },
     '/admin/policy': { get: admin('adminGetPolicy', 'The active policy artefact', 'PolicyInfo') },
     '/admin/policy/reload': { post: admin('adminReloadPolicy', 'Reload the policy artefact; a refused one keeps the old (422)', 'PolicyReloaded', { errors: [404, 422] }) },
@@ -236,7 +239,11 @@ function peoplePaths(): Record<string, Record<string, OperationSpec>> {
       get: get('listMyApprovals', 'Open approvals among a page of my agents: each capability, description, constraints, reason', 'PersonApprovals', page),
     },
     '/people/me/passkeys': { get: get('listMyPasskeys', 'My passkeys (what approving a presence capability takes)', 'PersonPasskeys') },
-    '/people/me/passkeys/{passkeyId}/remove': { post: post('removeMyPasskey', 'Remove one of my passkeys (fresh sign-in)', 'PasskeyRemoved') },
+    '/people/me/passkeys/{passkeyId}/remove': {
+      post: post('removeMyPasskey', 'Remove one of my passkeys (fresh sign-in, and an assertion of one of my passkeys: without `assertion`, 403 answers `assertion_options`)', 'PasskeyRemoved', {
+        errors: [400, 404], body: passkeyRemovalBodySchema,
+      }),
+    },
     '/people/me/approvals/{approvalId}': {
       post: post('decideMyApproval', 'Approve (some or all) or deny one of my open approvals (fresh sign-in)', 'AgentView', { errors: [400, 404, 409], body: personDecisionBodySchema }),
     },

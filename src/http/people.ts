@@ -35,6 +35,12 @@ export const personPageQuerySchema = z.object({
   cursor: z.string().min(3).max(257).optional().describe('the next_cursor of the previous page'),
 }).strict();
 
+/** `POST /people/me/passkeys/:passkeyId/remove` */
+export const passkeyRemovalBodySchema = z.object({
+  assertion: z.record(z.string(), z.unknown()).optional()
+    .describe('a WebAuthn assertion (as @simplewebauthn/browser answers) of one of my passkeys, for the assertion_options the call without it answered'),
+}).strict();
+
 /** `POST /people/me/agents/:agentId/grants` */
 export const personGrantBodySchema = z.object({
   capability: capabilityName,
@@ -115,12 +121,20 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
     });
   });
 
-  // Removing takes a fresh sign-in: a stale session left open somewhere cannot strip a person's passkeys.
+  // Removing takes a fresh sign-in and one of the person's passkeys (services/passkeys.ts says why):
+  // the first call answers 403 with `assertion_options`, the second carries the `assertion`.
   router.post('/people/me/passkeys/:passkeyId/remove', async (req, res) => {
     const passkeyId = z.string().min(1).max(1400).safeParse(req.params.passkeyId);
     if (!passkeyId.success) throw new ApiError('not_found', 'you have no passkey with this id');
-    const person = people.decidingPerson(deps, signed(res).session);
-    await removePasskey(deps, person.personId, passkeyId.data);
+    const { session } = signed(res);
+    people.decidingPerson(deps, session);
+    const body = parseWith(passkeyRemovalBodySchema, req.body ?? {}, 'body');
+    try {
+      await removePasskey(deps, session, passkeyId.data, body.assertion === undefined ? undefined : JSON.stringify(body.assertion));
+    } finally {
+      // The challenge issued, or the one used up, is the session's to keep.
+      await sessions.save(session);
+    }
     res.json({ passkey_id: passkeyId.data, removed: true });
   });
 

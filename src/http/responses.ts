@@ -39,6 +39,10 @@ const ERROR_EXTRAS = {
   invalid_capabilities: {
     invalid_capabilities: z.array(z.string()).optional().describe('invalid_capabilities: the capabilities refused'),
   },
+  unauthorized: {
+    assertion_options: jsonObject.optional()
+      .describe('unauthorized, removing a passkey: the WebAuthn options to answer with one of your passkeys (send the answer as `assertion`)'),
+  },
 } satisfies Partial<Record<ErrorCode, z.ZodRawShape>>;
 
 const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
@@ -256,6 +260,7 @@ export const personPasskeysSchema = z.object({
   })),
 });
 export const passkeyRemovedSchema = z.object({ passkey_id: z.string(), removed: z.literal(true) });
+export const passkeysRemovedSchema = z.object({ user_id: z.string(), passkeys_removed: z.number().int().min(0) });
 
 /**
  * Every answer, by the component name the OpenAPI document gives it, and the parts answers share
@@ -303,6 +308,7 @@ export const RESPONSE_SCHEMAS = {
   HostUnlinked: hostUnlinkedSchema,
   PersonPasskeys: personPasskeysSchema,
   PasskeyRemoved: passkeyRemovedSchema,
+  PasskeysRemoved: passkeysRemovedSchema,
 } as const;
 
 export type ResponseComponent = keyof typeof RESPONSE_SCHEMAS;

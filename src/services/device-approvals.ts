@@ -4,7 +4,7 @@
 // codes are counted per session and per address (atomically, in the store), and the decision goes
 // through the same atomic transition as every approval, bound to the approval id the person was shown.
 import type { Catalog } from '../catalog/catalog.ts';
-import type { AgentRecord, AgentSnapshot, Constraints, HostRecord } from '../domain/types.ts';
+import type { AgentRecord, AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError, isApiError } from '../errors.ts';
 import { approveAgent, awaitsHostLink, denyAgent } from './admin.ts';
 import type { ServiceDeps } from './deps.ts';
@@ -18,6 +18,7 @@ export interface RequestedGrant {
   capability: string;
   description: string;
   constraints: Constraints | undefined;
+  /** The reason the agent or host gave for this request (never the policy's). */
   reason: string | undefined;
   /** 'presence': approving it needs a passkey on the approval page, not only a sign-in. */
   approvalStrength: 'sign_in' | 'presence';
@@ -60,7 +61,8 @@ export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: 
           capability: g.capability,
           description: capability?.description ?? '(this capability is no longer offered)',
           constraints: g.constraints,
-          reason: g.reason,
+          // Only what the agent or host wrote: the policy's reason is not their claim to show.
+          reason: g.reasonBy === 'policy' ? undefined : g.reason,
           approvalStrength: capability?.approval_strength ?? 'sign_in',
         };
       }),
@@ -152,8 +154,8 @@ export interface PageDecision {
 /** What a person's decision on the page did, said back in full. */
 export interface PageDecisionOutcome {
   snapshot: AgentSnapshot;
-  /** The approval's capabilities that are now active. */
-  approved: string[];
+  /** The approval's grants that are now active, with the constraints execute holds them to. */
+  approved: Array<Pick<GrantRecord, 'capability' | 'constraints'>>;
   /** The approval's capabilities that were not approved (left unticked, or the whole approval denied). */
   notApproved: string[];
 }
@@ -180,7 +182,7 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
     // This person's approval was written but the store failed before its host was linked: sending
     // the form again finishes it (services/admin.ts approveAgent).
     const after = await approveAgent(deps, decision.agentId, { userId: person.personId, by: { actor: 'person', via: 'approval_page' } });
-    return { snapshot: after, approved: after.grants.filter((g) => g.status === 'active').map((g) => g.capability), notApproved: [] };
+    return { snapshot: after, approved: after.grants.filter((g) => g.status === 'active'), notApproved: [] };
   }
   if (shown === null || shown.approvalId !== decision.approvalId) throw alreadyDecided(shown !== null);
   if (decision.verdict === 'approve') {
@@ -209,7 +211,7 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
   const decided = after.grants.filter((g) => decidedIds.has(g.id));
   return {
     snapshot: after,
-    approved: decided.filter((g) => g.status === 'active').map((g) => g.capability),
+    approved: decided.filter((g) => g.status === 'active'),
     notApproved: decided.filter((g) => g.status !== 'active').map((g) => g.capability),
   };
 }

@@ -86,9 +86,15 @@ export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): Gra
       status,
       ...(constraints && Object.keys(constraints).length > 0 ? { constraints } : {}),
       ...(status === 'active' ? { grantedBy: 'policy' } : {}),
-      ...(args.reason ? { reason: args.reason } : decision.reason ? { reason: decision.reason } : status === 'pending' && presence ? { reason: 'needs a person with their passkey' } : {}),
+      ...reasonOf(args.reason, decision.reason ?? (status === 'pending' && presence ? 'needs a person with their passkey' : undefined)),
       createdAtMs: args.nowMs,
       updatedAtMs: args.nowMs,
     };
   });
+}
+
+/** The requester's reason when it gave one, else the policy's, each saying whose it is (the page shows only the requester's as a claim). */
+function reasonOf(requester: string | undefined, policy: string | undefined): Pick<GrantRecord, 'reason' | 'reasonBy'> {
+  if (requester) return { reason: requester, reasonBy: 'requester' };
+  return policy ? { reason: policy, reasonBy: 'policy' } : {};
 }

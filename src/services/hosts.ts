@@ -101,10 +101,13 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
 
 /**
  * Links a host to a user (protocol §7.4, §7.5): the host becomes active, its agents learn the new
- * host status, and its active autonomous agents are claimed (terminal, grants revoked).
+ * host status, and its live autonomous agents (active, expired, or still waiting for an
+ * administrator) are claimed (terminal, grants revoked): an autonomous agent never runs on a host a
+ * person answers for, so one that waited must not become active there by a later approval.
  */
 export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string, by: AuditBy): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
+  const waited: AgentSnapshot[] = [];
   const updated = await updateLiveHost(deps, host.id, {
     userId, status: 'active', updatedAtMs: nowMs, ...(host.activatedAtMs === undefined ? { activatedAtMs: nowMs } : {}),
   });
@@ -112,16 +115,18 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
     const { agent } = snapshot;
     // A revocation that landed after our write has cascaded (or will): never undo its copy.
     if (isTerminalHost(agent.hostStatus)) return null;
-    const claim = agent.mode === 'autonomous' && agent.status === 'active';
+    const claim = agent.mode === 'autonomous' && (agent.status === 'active' || agent.status === 'pending' || agent.status === 'expired');
     if (!claim && agent.hostStatus === 'active') return null;
+    if (claim && agent.status === 'pending') waited.push(snapshot);
     return {
       set: {
         hostStatus: 'active',
-        ...(claim ? { status: 'claimed' as const, userId, updatedAtMs: nowMs } : {}),
+        ...(claim ? { status: 'claimed' as const, userId, approval: null, updatedAtMs: nowMs } : {}),
       },
       ...(claim ? { upsertGrants: revokeChange(snapshot, nowMs).upsertGrants } : {}),
     };
   });
+  for (const snapshot of waited) await releasePendingSlot(deps, { ...snapshot, agent: { ...snapshot.agent, status: 'claimed' } });
   await deps.store.untrackPending('host', host.id);
   // The person's own API lists their hosts through this link (kept after the host is revoked:
   // people still see what was theirs).

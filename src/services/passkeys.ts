@@ -195,10 +195,43 @@ export async function registerPasskey(deps: PageDeps, session: PersonSession, re
   return passkey;
 }
 
-/** Removes one of the person's passkeys (the people's API); recorded in the audit trail. */
-export async function removePasskey(deps: Pick<ServiceDeps, 'store' | 'audit'>, personId: string, passkeyId: string): Promise<void> {
-  if (!(await deps.store.removePasskey(personId, passkeyId))) throw new ApiError('not_found', 'you have no passkey with this id');
-  deps.audit.record({ type: 'passkey.removed', actor: 'person', via: 'people_api', person_id: personId, passkey_id: passkeyId });
+/**
+ * Removes one of the person's passkeys (the people's API), with a user-verified assertion of one of
+ * their passkeys (that one or another): the session alone must not be able to clear a person's
+ * passkeys and then add one of its own as their "first". Without `assertionJson` it refuses with
+ * the options to answer (`assertion_options`), whose challenge waits in the session for this
+ * passkey's removal only. Recorded in the audit trail.
+ */
+export async function removePasskey(deps: PageDeps, session: PersonSession, passkeyId: string, assertionJson: string | undefined): Promise<void> {
+  const settings = requirePasskeys(deps);
+  const { person, data } = signedIn(session);
+  const passkeys = await listPasskeys(deps, person.personId);
+  if (!passkeys.some((p) => p.id === passkeyId)) throw new ApiError('not_found', 'you have no passkey with this id');
+  if (assertionJson === undefined) {
+    const options = await generateAuthenticationOptions({ rpID: settings.rpId, userVerification: 'required', allowCredentials: descriptorsOf(passkeys) });
+    data.passkeyChallenges.remove = { challenge: options.challenge, approvalId: passkeyId, expiresAtMs: deps.clock.nowMs() + CHALLENGE_TTL_MS };
+    throw new ApiError('unauthorized', 'Removing a passkey needs one of your passkeys: answer assertion_options with it and send the answer as assertion.', { assertion_options: options });
+  }
+  const challenge = takeChallenge(deps, data, 'remove', passkeyId);
+  await verifyAssertion(deps, settings, person.personId, passkeys, challenge, assertionJson, `removal of ${passkeyId}`);
+  if (!(await deps.store.removePasskey(person.personId, passkeyId))) throw new ApiError('not_found', 'you have no passkey with this id');
+  deps.audit.record({ type: 'passkey.removed', actor: 'person', via: 'people_api', person_id: person.personId, passkey_id: passkeyId });
+}
+
+/**
+ * An administrator removes a person's passkeys (one, or all): the way back for a person who lost
+ * the authenticator every further passkey would need. Recorded in the audit trail.
+ */
+export async function removePasskeysAsAdmin(deps: Pick<ServiceDeps, 'store' | 'audit'>, personId: string, passkeyId: string | undefined): Promise<number> {
+  const ids = passkeyId !== undefined ? [passkeyId] : (await deps.store.listPasskeys(personId)).map((p) => p.id);
+  let removed = 0;
+  for (const id of ids) {
+    if (!(await deps.store.removePasskey(personId, id))) continue;
+    removed++;
+    deps.audit.record({ type: 'passkey.removed', actor: 'admin', via: 'admin_api', person_id: personId, passkey_id: id });
+  }
+  if (passkeyId !== undefined && removed === 0) throw new ApiError('not_found', 'this person has no passkey with this id');
+  return removed;
 }
 
 /**
@@ -266,11 +299,14 @@ async function verifyAssertion(
   }
 }
 
-/** The session's challenge for this ceremony, removed from the session whatever happens next. */
-function takeChallenge(deps: PageDeps, data: SessionData, ceremony: 'register' | 'approve', approvalId?: string): string {
+/**
+ * The session's challenge for this ceremony, removed from the session whatever happens next;
+ * `boundTo` is what it was issued for (an approval id, or the passkey to remove).
+ */
+function takeChallenge(deps: PageDeps, data: SessionData, ceremony: 'register' | 'approve' | 'remove', boundTo?: string): string {
   const held = data.passkeyChallenges[ceremony];
   delete data.passkeyChallenges[ceremony];
-  if (!held || held.expiresAtMs <= deps.clock.nowMs() || (approvalId !== undefined && held.approvalId !== approvalId)) {
+  if (!held || held.expiresAtMs <= deps.clock.nowMs() || (boundTo !== undefined && held.approvalId !== boundTo)) {
     throw new ApiError('unauthorized', 'This passkey request is out of date. Reload the page and try again.');
   }
   return held.challenge;

@@ -16,17 +16,16 @@ import { ApiError } from '../errors.ts';
 import { approveAgent, denyAgent } from './admin.ts';
 import { releasePendingSlot, revokeChange } from './agents.ts';
 import { withoutGrants } from './approvals.ts';
-import { approvalForPerson, decidesFor, type ApprovalForPerson } from './device-approvals.ts';
+import { approvalForPerson, decidesFor, type ApprovalForPerson, type PageDeps } from './device-approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
 import { revokeHost, withdrawHostTrust } from './hosts.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
-import type { PersonSession, Sessions, SignedIn } from './people.ts';
+import type { PersonSession, SignedIn } from './people.ts';
 import { transitionAgent } from './transitions.ts';
 
-export interface PeopleApiDeps extends ServiceDeps {
-  sessions: Sessions;
-}
+/** What the people's API needs: the page's sessions and passkey settings (services/device-approvals.ts). */
+export type PeopleApiDeps = PageDeps;
 
 // One message per kind of id, the same whether the id is unknown or someone else's.
 const noSuchHost = () => new ApiError('host_not_found', 'you have no host with this id');
@@ -234,7 +233,7 @@ export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession
     });
     refusePresence(capability.approval_strength === 'presence' ? [request.capability] : []);
     // The policy's reason ("user approval required") is what the person just gave.
-    const { reason: _policyReason, ...fields } = decided!;
+    const { reason: _policyReason, reasonBy: _reasonBy, ...fields } = decided!;
     grant = { ...fields, status: 'active', grantedBy: person.personId };
     return { replaceGrants: pruneHistory([...current.grants, grant]), set: { updatedAtMs: nowMs } };
   });

@@ -35,7 +35,8 @@ export interface PendingSignInState {
   startedAtMs: number;
 }
 
-const challengeSchema = z.object({ challenge: z.string().max(512), approvalId: z.string().max(128).optional(), expiresAtMs: z.number() });
+/** A WebAuthn challenge, what it was issued for (an approval id, or a passkey to remove) and until when. */
+const challengeSchema = z.object({ challenge: z.string().max(512), approvalId: z.string().max(1400).optional(), expiresAtMs: z.number() });
 
 const sessionSchema = z.object({
   csrfToken: z.string().min(16),
@@ -46,9 +47,12 @@ const sessionSchema = z.object({
   }),
   /**
    * WebAuthn ceremonies in progress, by what they are for: adding a passkey, proving an existing one
-   * to add another, or approving one approval. Each challenge is used once, by its own ceremony only.
+   * to add another, approving one approval, or removing one passkey. Each challenge is used once, by
+   * its own ceremony only.
    */
-  passkeyChallenges: z.object({ register: challengeSchema.optional(), proof: challengeSchema.optional(), approve: challengeSchema.optional() }).default({}),
+  passkeyChallenges: z.object({
+    register: challengeSchema.optional(), proof: challengeSchema.optional(), approve: challengeSchema.optional(), remove: challengeSchema.optional(),
+  }).default({}),
 });
 
 export type SessionData = z.infer<typeof sessionSchema>;

@@ -133,6 +133,7 @@ export const GRANT_FIELDS = {
   grantedBy: { kind: 'string', optional: true },
   deniedBy: { kind: 'string', optional: true },
   reason: { kind: 'string', optional: true },
+  reasonBy: { kind: 'enum', values: ['requester', 'policy'], optional: true },
   createdAtMs: { kind: 'number' },
   updatedAtMs: { kind: 'number' },
   expiresAtMs: { kind: 'number', optional: true },

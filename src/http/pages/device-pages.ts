@@ -182,17 +182,26 @@ ${proof ? dataBlock('passkey-proof-options', proof) : ''}
 <script src="/static/passkeys.js" defer></script>`;
 }
 
-/** What the person decided, said back in full: what the agent may now do, and what it may not. */
-export function decidedPage(verdict: 'approve' | 'deny', agentName: string, approved: string[], notApproved: string[]): SafeHtml {
-  const name = displayText(agentName, LIMITS.name);
-  const list = (capabilities: string[]) => html`<ul>${capabilities.map((c) => html`<li><code>${c}</code></li>`)}</ul>`;
+/**
+ * What the person decided, said back in full: the agent by what it calls itself (with the same
+ * warnings as the approval page), what it may now do within which limits, and what it may not.
+ */
+export function decidedPage(
+  verdict: 'approve' | 'deny', agentName: string, approved: ReadonlyArray<{ capability: string; constraints?: Constraints | undefined }>, notApproved: string[],
+  context: { known: readonly string[]; plugins: PluginLookup },
+): SafeHtml {
+  const name = claim(agentName, LIMITS.name, context.known);
   if (verdict === 'deny') {
-    return html`<h1>Denied</h1><p>You denied <strong>${name}</strong>. It learns this the next time it checks, and cannot ask with this code again. You can close this page.</p>`;
+    return html`<h1>Denied</h1><p>You denied the agent that calls itself <strong>${name}</strong>. It learns this the next time it checks, and cannot ask with this code again. You can close this page.</p>`;
   }
   return html`<h1>Done</h1>
-<p>You approved <strong>${name}</strong>. You can close this page and go back to your agent.</p>
-${approved.length > 0 ? html`<p>It may now:</p>${list(approved)}` : html`<p>It is connected, but may not use any capability yet.</p>`}
-${notApproved.length > 0 ? html`<p>Not approved (it may ask again):</p>${list(notApproved)}` : ''}`;
+<p>You approved the agent that calls itself <strong>${name}</strong>. You can close this page and go back to your agent.</p>
+${approved.length > 0
+    ? html`<p>It may now:</p><ul>${approved.map((g) => html`<li><code>${g.capability}</code>${g.constraints && Object.keys(g.constraints).length > 0
+      ? html`, only within these limits:${constraintsInWords(g.constraints, context.plugins)}`
+      : ', with no limits on its arguments'}</li>`)}</ul>`
+    : html`<p>It is connected, but may not use any capability yet.</p>`}
+${notApproved.length > 0 ? html`<p>Not approved (it may ask again):</p><ul>${notApproved.map((c) => html`<li><code>${c}</code></li>`)}</ul>` : ''}`;
 }
 
 export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean; fresh?: boolean }): SafeHtml {

@@ -188,7 +188,7 @@ describe('the approval page in a real browser, with a real provider and a pollin
       const done = await navigate('approved', () => page.getByRole('button', { name: 'Approve ticked' }).click());
       expect(done.status()).toBe(200);
       await expect(page.getByRole('heading', { name: 'Done' }).isVisible()).resolves.toBe(true);
-      expect(await main.textContent()).toContain('You approved weekly report bot');
+      expect(await main.textContent()).toContain('You approved the agent that calls itself weekly report bot');
     });
 
     expectPolledPolitely(outcome);
@@ -218,7 +218,7 @@ describe('the approval page in a real browser, with a real provider and a pollin
       const denied = await navigate('denied', () => page.getByRole('button', { name: 'Deny all' }).click());
       expect(denied.status()).toBe(200);
       await expect(page.getByRole('heading', { name: 'Denied' }).isVisible()).resolves.toBe(true);
-      expect(await page.locator('main').textContent()).toContain('You denied nightly sync bot');
+      expect(await page.locator('main').textContent()).toContain('You denied the agent that calls itself nightly sync bot');
     });
 
     expectPolledPolitely(outcome);

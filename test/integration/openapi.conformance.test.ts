@@ -9,6 +9,8 @@ import { openApiDocument } from '../../src/http/openapi.ts';
 import { Client, http, type HttpResult, type TestAgent } from '../support/client.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
+import { storedPasskeyJson } from '../support/consent.ts';
+import { SoftwarePasskey } from '../support/software-passkey.ts';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
 
 const METRICS_TOKEN = 'metrics-token-0123456789';
@@ -35,7 +37,8 @@ describe('real answers conform to the OpenAPI document', () => {
   const checked = new Set<string>();
 
   beforeAll(async () => {
-    server = await startTestServer({ env: { METRICS_TOKEN, INSECURE_DEV_SIGN_IN: 'true' } });
+    // On a host name, so that passkeys work (their removal is one of the documented operations).
+    server = await startTestServer({ issuerHost: 'localhost', env: { METRICS_TOKEN, INSECURE_DEV_SIGN_IN: 'true' } });
     c = new Client(server);
     doc = openApiDocument(server.config) as Document;
     // The whole document is one schema resource, so `#/components/schemas/...` references resolve in it.
@@ -136,10 +139,19 @@ describe('real answers conform to the OpenAPI document', () => {
     const asked = conforms('POST', '/agent/request-capability', await c.requestCapability(agent, { capabilities: ['transfer_money'], reason: 'to pay' }));
     expect(asked.json.status).toBe('pending');
     await mine('GET', '/people/me/hosts', '/people/me/hosts');
-    // A passkey of this person, as the page would have stored it, to list and remove.
-    await server.store.addPasskey(person.id, 'conformance-passkey', JSON.stringify({ publicKey: 'AAAA', counter: 0, createdAtMs: Date.now() }), 20);
-    expect((await mine('GET', '/people/me/passkeys', '/people/me/passkeys')).json.passkeys).toHaveLength(1);
-    await mine('POST', '/people/me/passkeys/{passkeyId}/remove', '/people/me/passkeys/conformance-passkey/remove');
+    // Two passkeys of this person, as the page would have stored them, to list and remove (removing
+    // one takes an assertion of one of them: the first call answers the options).
+    const [kept, removable] = [new SoftwarePasskey(), new SoftwarePasskey()];
+    for (const passkey of [kept, removable]) {
+      const registration = passkey.register({ challenge: 'AAAA', rp: { id: 'localhost' } }, server.baseUrl);
+      await server.store.addPasskey(person.id, passkey.id, storedPasskeyJson(registration, Date.now()), 20);
+    }
+    expect((await mine('GET', '/people/me/passkeys', '/people/me/passkeys')).json.passkeys).toHaveLength(2);
+    const removePath = `/people/me/passkeys/${removable.id}/remove`;
+    const challenged = await call('POST', '/people/me/passkeys/{passkeyId}/remove', removePath, { headers: { cookie: person.browser.cookie, 'x-csrf-token': person.csrf }, json: {} });
+    expect(challenged.status).toBe(403);
+    await mine('POST', '/people/me/passkeys/{passkeyId}/remove', removePath, { assertion: kept.assert(challenged.json.assertion_options, server.baseUrl) });
+    expect((await admin('POST', '/admin/passkeys/remove', '/admin/passkeys/remove', { user_id: person.id })).json).toEqual({ user_id: person.id, passkeys_removed: 1 });
     await mine('GET', '/people/me/agents', '/people/me/agents');
     const approvals = await mine('GET', '/people/me/approvals', '/people/me/approvals');
     const approvalId = approvals.json.approvals[0].approval_id as string;

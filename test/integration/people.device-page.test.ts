@@ -40,7 +40,7 @@ describe.each(['memory', 'redis'] as const)('the approval page (%s store)', (sto
     expect(decided.status).toBe(200);
     expect(decided.text).toContain('You approved');
     // The page says back exactly what was allowed and what was refused.
-    expect(decided.text).toMatch(/It may now:<\/p><ul><li><code>echo<\/code><\/li><\/ul>/);
+    expect(decided.text).toMatch(/It may now:<\/p><ul><li><code>echo<\/code>, with no limits on its arguments<\/li><\/ul>/);
     expect(decided.text).toMatch(/Not approved \(it may ask again\):<\/p><ul><li><code>weather_lookup<\/code><\/li><\/ul>/);
     const status = (await c.status(agent.host, agent.id)).json;
     expect(status.status).toBe('active');

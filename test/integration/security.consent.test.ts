@@ -269,6 +269,22 @@ describe.each(['redis', 'memory'] as const)('finding 1: a passkey is never added
     expect((await addPasskeyOnPage(person.browser, origin, p1)).posted!.status).toBe(303);
     expect(await person.api.passkeyIds()).toEqual([p1.id]);
   });
+
+  it('a person who lost their authenticator gets back in only through an administrator, who removes their passkeys in the trail; their next one is a first one, after a fresh login', async () => {
+    const person = await withFirstPasskey('Lou');
+    // Without P1 the session can neither add a passkey (no proof) nor remove P1 (no assertion).
+    expect((await addPasskeyOnPage(person.browser, origin, new SoftwarePasskey(), { proofBy: null })).posted!.status).toBe(403);
+    expect(code((await person.api.removePasskey(person.p1.id, new SoftwarePasskey(), origin)).removed)).toBe('403 unauthorized');
+    const reset = await c.admin('POST', '/admin/passkeys/remove', { user_id: person.personId });
+    expect(reset.json).toEqual({ user_id: person.personId, passkeys_removed: 1 });
+    expect(code(await c.admin('POST', '/admin/passkeys/remove', { user_id: person.personId, passkey_id: person.p1.id }))).toBe('404 not_found');
+    expect(await person.api.passkeyIds()).toEqual([]);
+    const removed = (await auditEvents(c, { type: 'passkey.removed' })).filter((e) => e.person_id === person.personId);
+    expect(removed).toEqual([expect.objectContaining({ actor: 'admin', via: 'admin_api', passkey_id: person.p1.id })]);
+    const p2 = new SoftwarePasskey();
+    expect((await addPasskeyOnPage(person.browser, origin, p2)).posted!.status).toBe(303);
+    expect(await person.api.passkeyIds()).toEqual([p2.id]);
+  });
 });
 
 describe('finding 1 at the identity provider: the first passkey needs credentials entered now, not a single sign-on session', () => {

@@ -66,7 +66,10 @@ try {
       arguments: ARGUMENTS, grants: [{ id: 'grt_bench', constraints: CONSTRAINED.constraints }],
     })],
     // Only executes whose grants use a plugin operator pay this: one message round trip to a worker.
-    ['plugin operator in the sandbox (regex, worker round trip)', () => deps.pluginSandbox.evaluate([{ name: 'regex', operand: '^[A-Z]{3}$', actual: 'USD' }])],
+    // The sandbox runs one batch per agent at a time, so the calls in flight come from as many agents.
+    ['plugin operator in the sandbox (regex, worker round trip)', (i) => deps.pluginSandbox.evaluate(
+      [{ name: 'regex', operand: '^[A-Z]{3}$', actual: 'USD', grantIds: [`grt_bench_${i % IN_FLIGHT}`] }], `agt_bench_${i % IN_FLIGHT}`,
+    )],
     ['whole execute (no HTTP)', (i) => executeCapability(deps, tokens[i]!, { capability: CONSTRAINED.name, arguments: ARGUMENTS })],
   ];
   // Every row that verifies or executes needs fresh tokens; a warm-up pass runs each row once first.

@@ -84,7 +84,7 @@ async function main(): Promise<void> {
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
   const limits = createRateLimits(config, logger, redisClient, catalog.list(), metrics);
   const plugins = await startOperators(
-    { pluginsDir: config.PLUGINS_DIR, budgetMs: config.PLUGIN_BUDGET_MS, workers: config.PLUGIN_WORKERS, queueMax: config.PLUGIN_QUEUE_MAX },
+    { pluginsDir: config.PLUGINS_DIR, budgetMs: config.PLUGIN_BUDGET_MS, workers: config.PLUGIN_WORKERS, queueMax: config.PLUGIN_QUEUE_MAX, tripSeconds: config.PLUGIN_TRIP_SECONDS },
     logger,
     metrics,
   );

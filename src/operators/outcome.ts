@@ -17,7 +17,12 @@ export type OperatorOutcome =
   /** The decision's plugin calls ran past their time budget; the worker running them was replaced. */
   | { kind: 'timeout'; budgetMs: number }
   /** The worker running the call died (a crash inside a plugin); it was replaced. */
-  | { kind: 'crashed'; message: string };
+  | { kind: 'crashed'; message: string }
+  /**
+   * Not run: every grant that needs the call overran the budget recently and is tripped (trips.ts),
+   * so the call is a violation without reaching a worker.
+   */
+  | { kind: 'tripped' };
 
 /** The outcomes that mean the plugin misbehaved (worth a log line), as opposed to a plain `false`. */
 export const isPluginFailure = (outcome: OperatorOutcome): boolean => outcome.kind !== 'allowed' && outcome.kind !== 'refused';

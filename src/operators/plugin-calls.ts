@@ -12,6 +12,11 @@ export interface PluginCall {
   operand: unknown;
   /** The argument's value, or null when it is missing (as the policy passes it). */
   actual: unknown;
+  /**
+   * The grants whose constraints make this call (one call can serve several grants of the agent).
+   * An overrun trips them (trips.ts); the call is skipped only while every one of them is tripped.
+   */
+  grantIds: string[];
 }
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -21,7 +26,7 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null &
  * grant caps (DESIGN §6 limits): grants per capability x constrained fields x operators per field.
  */
 export function pluginCalls(
-  grants: ReadonlyArray<{ constraints?: Constraints | null | undefined }>,
+  grants: ReadonlyArray<{ id: string; constraints?: Constraints | null | undefined }>,
   args: Record<string, unknown>,
   isPlugin: (name: string) => boolean,
 ): PluginCall[] {
@@ -34,7 +39,9 @@ export function pluginCalls(
         if (!isPlugin(name)) continue;
         const actual = Object.hasOwn(args, field) ? args[field] : null;
         const key = callKey(name, operand, actual);
-        if (!calls.has(key)) calls.set(key, { name, operand, actual });
+        const known = calls.get(key);
+        if (!known) calls.set(key, { name, operand, actual, grantIds: [grant.id] });
+        else if (!known.grantIds.includes(grant.id)) known.grantIds.push(grant.id);
       }
     }
   }

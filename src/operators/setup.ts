@@ -12,6 +12,8 @@ export interface OperatorSettings {
   budgetMs: number;
   workers: number;
   queueMax: number;
+  /** How long a grant whose plugin calls overran the budget has them refused without running (PLUGIN_TRIP_SECONDS). */
+  tripSeconds: number;
 }
 
 export interface Operators {
@@ -25,7 +27,8 @@ export interface Operators {
 export async function startOperators(settings: OperatorSettings, logger: Logger, metrics?: Metrics): Promise<Operators> {
   const registry = new OperatorRegistry(await loadPlugins(settings.pluginsDir));
   const sandbox = new PluginSandbox({
-    budgetMs: settings.budgetMs, workers: settings.workers, queueMax: settings.queueMax, logger, ...(metrics ? { metrics } : {}),
+    budgetMs: settings.budgetMs, workers: settings.workers, queueMax: settings.queueMax, tripMs: settings.tripSeconds * 1000,
+    logger, ...(metrics ? { metrics } : {}),
   });
   await sandbox.setModules(registry.pluginModules());
   // One reload at a time, so an older plugin set can never be swapped in after a newer one.

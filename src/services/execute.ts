@@ -272,12 +272,14 @@ function withMissingHints(violations: Violation[], args: Record<string, unknown>
  * The answers to every plugin operator call the policy will make, worked out in the plugin sandbox
  * within its time budget (a call past it is a violation). Only executes whose grants use a plugin
  * operator pay the worker round trip; a sandbox that cannot take the calls is a 503, never an allow.
+ * The grants are the calling agent's own (one agent's snapshot), so the first names the agent the
+ * sandbox is fair between, and each call names its grants, which an overrun trips.
  */
 async function pluginAnswers(deps: ServiceDeps, grants: GrantRecord[], args: Record<string, unknown>): Promise<OperatorEvaluator> {
   const calls = pluginCalls(grants, args, (name) => deps.operators.isPlugin(name));
   if (calls.length === 0) return NO_PLUGIN_CALLS;
   try {
-    const outcomes = await deps.pluginSandbox.evaluate(calls);
+    const outcomes = await deps.pluginSandbox.evaluate(calls, grants[0]!.agentId);
     return answersFor(calls, outcomes.map((o) => o.kind === 'allowed'));
   } catch (err) {
     if (err instanceof SandboxUnavailableError) {

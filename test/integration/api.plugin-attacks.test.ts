@@ -29,6 +29,9 @@ export const operand = z.literal(true);
 export function evaluate() { return Promise.reject(new Error('async failure')); }
 `;
 
+// `echo` declaring its one argument: constraints may name only declared arguments.
+const ECHO_X = { name: 'echo', description: 'echoes x', input: { type: 'object', properties: { x: {} } }, handler: { type: 'echo' } };
+
 let dir: string;
 let server: TestServer;
 let c: Client;
@@ -39,7 +42,7 @@ beforeAll(async () => {
   await copyFile('plugins/regex.ts', join(dir, 'regex.ts'));
   await writeFile(join(dir, 'spin.mjs'), SPIN);
   await writeFile(join(dir, 'rejecting.mjs'), REJECTING);
-  server = await startTestServer({ store: 'redis', pluginsDir: dir, env: { PLUGIN_BUDGET_MS: String(BUDGET_MS) } });
+  server = await startTestServer({ store: 'redis', pluginsDir: dir, capabilities: [ECHO_X], env: { PLUGIN_BUDGET_MS: String(BUDGET_MS) } });
   c = new Client(server);
 });
 afterAll(async () => {
@@ -65,13 +68,16 @@ async function healthAnsweredWhile(slow: Promise<unknown>): Promise<{ healthFirs
 }
 
 describe('one request cannot freeze the server', () => {
-  it("ReDoS: the audit's regex constraint and 256 × 'a' is refused at once, the server keeps answering", async () => {
-    const pattern = '^a{0,99}a{0,99}a{0,99}a{0,99}a{0,99}b$';
+  it("ReDoS: the audit's regex constraint is refused at grant time for its size, and its shape under the bound is matched at once", async () => {
+    const audit = await c.register(await newEd25519(), { mode: 'autonomous', capabilities: [{ name: 'echo', constraints: { x: { regex: '^a{0,99}a{0,99}a{0,99}a{0,99}a{0,99}b$' } } }] });
+    expect(code(audit.res)).toBe('400 invalid_request');
+    expect(audit.res.json.message).toMatch(/too costly to match/);
+    const pattern = '^a{0,20}a{0,20}a{0,20}a{0,20}a{0,20}b$';
     const agent = await autonomousAgent({ x: { regex: pattern } });
     const refused = await c.execute(agent, 'echo', { x: 'a'.repeat(256) });
     expect(code(refused)).toBe('403 constraint_violated');
     expect(refused.json.violations).toEqual([{ field: 'x', constraint: { regex: pattern }, actual: 'a'.repeat(256) }]);
-    expect((await c.execute(agent, 'echo', { x: `${'a'.repeat(255)}b` })).status).toBe(200);
+    expect((await c.execute(agent, 'echo', { x: `${'a'.repeat(90)}b` })).status).toBe(200);
   });
 
   it('a plugin stuck in a loop is stopped at PLUGIN_BUDGET_MS: its execute is refused and others are answered meanwhile', async () => {
@@ -85,8 +91,11 @@ describe('one request cannot freeze the server', () => {
     expect(code(refused)).toBe('403 constraint_violated');
     expect(refused.json.violations).toEqual([{ field: 'x', constraint: { spin: true }, actual: 'loop' }]);
     expect(Date.now() - startedMs).toBeGreaterThanOrEqual(BUDGET_MS);
-    // The stuck worker was replaced: the same operator answers the next call.
-    expect((await c.execute(agent, 'echo', { x: 'fine' })).status).toBe(200);
+    // The stuck worker was replaced: the same operator answers another agent's call. The grant that
+    // overran is tripped (plugins/README.md), so its own next call is refused without running.
+    const other = await autonomousAgent({ x: { spin: true } });
+    expect((await c.execute(other, 'echo', { x: 'fine' })).status).toBe(200);
+    expect(code(await c.execute(agent, 'echo', { x: 'fine' }))).toBe('403 constraint_violated');
   });
 });
 

@@ -32,12 +32,17 @@ async function start(files: Record<string, string>, options: { budgetMs?: number
   for (const [file, text] of Object.entries(files)) await writeFile(join(dir, file), text);
   const registry = new OperatorRegistry(await loadPlugins(dir));
   const logger = createLogger('debug', (line) => logLines.push(JSON.parse(line) as Record<string, unknown>));
-  sandbox = new PluginSandbox({ budgetMs: options.budgetMs ?? 200, workers: 1, queueMax: options.queueMax ?? 100, logger, ...(options.queueWaitMaxMs ? { queueWaitMaxMs: options.queueWaitMaxMs } : {}) });
+  sandbox = new PluginSandbox({
+    budgetMs: options.budgetMs ?? 200, workers: 1, queueMax: options.queueMax ?? 100, tripMs: 60_000, logger,
+    ...(options.queueWaitMaxMs ? { queueWaitMaxMs: options.queueWaitMaxMs } : {}),
+  });
   await sandbox.setModules(registry.pluginModules());
   return sandbox;
 }
 
-const call = (name: string, actual: unknown = 'x', operand: unknown = 'op') => ({ name, operand, actual });
+// Calls of no grant: nothing here is tripped (test/integration/plugin-isolation.test.ts covers trips).
+const call = (name: string, actual: unknown = 'x', operand: unknown = 'op') => ({ name, operand, actual, grantIds: [] });
+const AGENT = 'agt_sandbox';
 
 describe('a plugin that never returns cannot hold the server', () => {
   it('is stopped at the budget, its calls count as violations, and a fresh worker answers the next decision', async () => {
@@ -48,10 +53,10 @@ describe('a plugin that never returns cannot hold the server', () => {
     // The event loop stays free while the worker spins: a timer set now fires long before the budget ends.
     let timerFiredMs = 0;
     setTimeout(() => { timerFiredMs = Date.now(); }, 10);
-    const outcomes = await s.evaluate([call('spin', 'loop')]);
+    const outcomes = await s.evaluate([call('spin', 'loop')], AGENT);
     expect(outcomes).toEqual([{ kind: 'timeout', budgetMs: 200 }]);
     expect(timerFiredMs - startedMs).toBeLessThan(150);
-    expect(await s.evaluate([call('spin', 'fine')])).toEqual([{ kind: 'allowed' }]);
+    expect(await s.evaluate([call('spin', 'fine')], AGENT)).toEqual([{ kind: 'allowed' }]);
     expect(logLines.some((l) => l.msg === 'plugin operator failed; the argument counts as a violation' && l.operator === 'spin')).toBe(true);
   });
 
@@ -59,17 +64,18 @@ describe('a plugin that never returns cannot hold the server', () => {
     const s = await start({
       'spin.mjs': plugin('spin', 'function evaluate(operand, actual) { if (actual === "loop") for (;;) {} return actual === "yes"; }'),
     });
-    const stuck = s.evaluate([call('spin', 'loop')]);
-    const queued = [s.evaluate([call('spin', 'yes')]), s.evaluate([call('spin', 'no')])];
+    const stuck = s.evaluate([call('spin', 'loop')], AGENT);
+    const queued = [s.evaluate([call('spin', 'yes')], AGENT), s.evaluate([call('spin', 'no')], AGENT)];
     expect(await stuck).toEqual([{ kind: 'timeout', budgetMs: 200 }]);
     expect(await Promise.all(queued)).toEqual([[{ kind: 'allowed' }], [{ kind: 'refused' }]]);
   });
 
   it('a full queue is refused with SandboxUnavailableError instead of growing without bound', async () => {
     const s = await start({ 'spin.mjs': plugin('spin', 'function evaluate(operand, actual) { if (actual === "loop") for (;;) {} return true; }') }, { queueMax: 2 });
-    const stuck = s.evaluate([call('spin', 'loop')]);
-    const waiting = [s.evaluate([call('spin')]), s.evaluate([call('spin')])];
-    await expect(s.evaluate([call('spin')])).rejects.toBeInstanceOf(SandboxUnavailableError);
+    const stuck = s.evaluate([call('spin', 'loop')], AGENT);
+    // Two agents: one agent alone may hold only half the queue (plugin-isolation.test.ts).
+    const waiting = [s.evaluate([call('spin')], 'agt_other'), s.evaluate([call('spin')], 'agt_third')];
+    await expect(s.evaluate([call('spin')], 'agt_fourth')).rejects.toBeInstanceOf(SandboxUnavailableError);
     await stuck;
     await Promise.all(waiting);
   });
@@ -97,39 +103,39 @@ describe('anything but true is a violation, and nothing a plugin answers can end
       }`),
     });
     const actuals = ['rejected', 'resolved-true', 'thenable', 'throwing-then', 'then-getter', 'proxy', 'string', 'one', 'object', 'undefined', 'throws', 'throws-string', 'ok'];
-    const outcomes = await s.evaluate(actuals.map((a) => call('shapes', a)));
+    const outcomes = await s.evaluate(actuals.map((a) => call('shapes', a)), AGENT);
     expect(outcomes.map((o) => o.kind)).toEqual([
       'promise', 'promise', 'promise', 'promise', 'not_boolean', 'not_boolean', 'not_boolean', 'not_boolean', 'not_boolean', 'not_boolean', 'threw', 'threw', 'allowed',
     ]);
     // Give the rejections time to surface: none may go unhandled (the worker would report it).
     await new Promise((r) => setTimeout(r, 100));
     expect(logLines.filter((l) => String(l.msg).includes('unhandled'))).toEqual([]);
-    expect(await s.evaluate([call('shapes', 'ok')])).toEqual([{ kind: 'allowed' }]);
+    expect(await s.evaluate([call('shapes', 'ok')], AGENT)).toEqual([{ kind: 'allowed' }]);
   });
 
   it('a plugin that crashes its worker from a timer gets its calls refused and the worker replaced', async () => {
     const s = await start({
       'crash.mjs': plugin('crash', 'function evaluate(operand, actual) { if (actual === "crash") setTimeout(() => { throw new Error("late crash"); }, 0); if (actual === "crash") for (let i = 0; i < 1e7; i++); return true; }'),
     });
-    await s.evaluate([call('crash', 'crash')]);
+    await s.evaluate([call('crash', 'crash')], AGENT);
     await expect.poll(() => logLines.some((l) => l.msg === 'plugin worker stopped; starting another'), { timeout: 5000 }).toBe(true);
-    await expect.poll(async () => (await s.evaluate([call('crash', 'fine')]))[0]?.kind, { timeout: 5000 }).toBe('allowed');
+    await expect.poll(async () => (await s.evaluate([call('crash', 'fine')], AGENT))[0]?.kind, { timeout: 5000 }).toBe('allowed');
   });
 
   it("a promise a plugin leaves unhandled is logged and the worker keeps serving", async () => {
     const s = await start({
       'stray.mjs': plugin('stray', 'function evaluate() { Promise.reject(new Error("forgotten")); return true; }'),
     });
-    expect(await s.evaluate([call('stray')])).toEqual([{ kind: 'allowed' }]);
+    expect(await s.evaluate([call('stray')], AGENT)).toEqual([{ kind: 'allowed' }]);
     await expect.poll(() => logLines.some((l) => String(l.msg).includes('left a promise rejection unhandled')), { timeout: 5000 }).toBe(true);
-    expect(await s.evaluate([call('stray')])).toEqual([{ kind: 'allowed' }]);
+    expect(await s.evaluate([call('stray')], AGENT)).toEqual([{ kind: 'allowed' }]);
   });
 
   it('an operand that no longer fits the plugin schema is refused in the worker too', async () => {
     const s = await start({
       'strict.mjs': `import { z } from 'zod';\nexport const name = 'strict';\nexport const description = 'd';\nexport const operand = z.string();\nexport function evaluate() { return true; }\n`,
     });
-    expect(await s.evaluate([call('strict', 'x', 'fits'), call('strict', 'x', 42)])).toEqual([{ kind: 'allowed' }, { kind: 'refused' }]);
+    expect(await s.evaluate([call('strict', 'x', 'fits'), call('strict', 'x', 42)], AGENT)).toEqual([{ kind: 'allowed' }, { kind: 'refused' }]);
   });
 });
 
@@ -145,7 +151,7 @@ describe('loading', () => {
   it('a plugin set the worker cannot load is refused and the previous set keeps serving', async () => {
     const s = await start({ 'good.mjs': plugin('good', 'function evaluate() { return true; }') });
     await expect(s.setModules([{ name: 'ghost', url: 'file:///nonexistent/ghost.mjs' }])).rejects.toThrow(/could not load the plugins/);
-    expect(await s.evaluate([call('good')])).toEqual([{ kind: 'allowed' }]);
+    expect(await s.evaluate([call('good')], AGENT)).toEqual([{ kind: 'allowed' }]);
   });
 });
 

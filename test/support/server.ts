@@ -114,6 +114,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     budgetMs: config.PLUGIN_BUDGET_MS,
     workers: config.PLUGIN_WORKERS,
     queueMax: config.PLUGIN_QUEUE_MAX,
+    tripSeconds: config.PLUGIN_TRIP_SECONDS,
   }, logger, metrics);
   const operators = plugins.registry;
   const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });

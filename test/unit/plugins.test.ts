@@ -59,10 +59,11 @@ describe('regex', () => {
   // No timing here (speed belongs in benchmarks): a backtracking engine would not finish these
   // within the test's timeout at all, RE2 answers them at once.
   it('patterns that make backtracking engines explode are matched in linear time (ReDoS)', () => {
-    const audit = '^a{0,99}a{0,99}a{0,99}a{0,99}a{0,99}b$';
-    expect(regex.operand.safeParse(audit).success).toBe(true);
-    expect(regex.evaluate(audit, 'a'.repeat(256))).toBe(false);
-    expect(regex.evaluate(audit, `${'a'.repeat(200)}b`)).toBe(true);
+    // The audit's pattern with smaller counts (the audit's own is now refused for its size, below).
+    const nested = '^a{0,20}a{0,20}a{0,20}a{0,20}a{0,20}b$';
+    expect(regex.operand.safeParse(nested).success).toBe(true);
+    expect(regex.evaluate(nested, 'a'.repeat(256))).toBe(false);
+    expect(regex.evaluate(nested, `${'a'.repeat(90)}b`)).toBe(true);
     for (const classic of ['^(a+)+b$', '^(a|a)*c$', '^(\\w+)*x$', '^(a*)*b$', 'a*a*a*a*a*b']) {
       expect(regex.operand.safeParse(classic).success, classic).toBe(true);
       expect(regex.evaluate(classic, 'a'.repeat(1024)), classic).toBe(false);
@@ -74,6 +75,36 @@ describe('regex', () => {
       expect(regex.operand.safeParse(unusable).success, unusable).toBe(false);
       expect(regex.evaluate(unusable, 'aaaa')).toBe(false);
     }
+  });
+
+  it("refuses at grant time patterns whose compiled program is too large to match within the budget (the finding's pattern starved other agents)", () => {
+    for (const costly of ['(?:\\pL\\pN\\s){200}', '^a{0,99}a{0,99}a{0,99}a{0,99}a{0,99}b$', '(?:(?:[a-c]\\d){25}){15}']) {
+      const parsed = regex.operand.safeParse(costly);
+      expect(parsed.success, costly).toBe(false);
+      expect(parsed.error?.issues[0]?.message, costly).toMatch(/^unusable pattern: too costly to match: it compiles to \d+ RE2 instructions, more than 500/);
+      expect(regex.evaluate(costly, 'a'), costly).toBe(false);
+    }
+  });
+
+  it("refuses patterns whose counted repetitions alone add up past the bound without compiling them (the finding's pattern; compiling runs on the event loop)", () => {
+    for (const costly of ['(?i)(?:[a-z]|[0-9]|_){100,1000}@', '[a-z]{1000}', '\\pL{600}', '(?i)[\\pL\\pN_]{1000}'.repeat(12)]) {
+      const parsed = regex.operand.safeParse(costly);
+      expect(parsed.success, costly).toBe(false);
+      expect(parsed.error?.issues[0]?.message, costly).toMatch(/^unusable pattern: too costly to match: its counted repetitions add up to \d+/);
+      expect(regex.evaluate(costly, 'a'), costly).toBe(false);
+    }
+    // An escaped brace is text, not a repetition.
+    expect(regex.operand.safeParse('^\\{1000\\}$').success).toBe(true);
+  });
+
+  it('accepts ordinary patterns under the size bound', () => {
+    // A 200-character allow-list of distinct words compiles to about 200 instructions.
+    const words = 'alpha|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliet|kilo|lima|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiskey|xray|yankee|zulu|apple|banana|cherry|damson|blueberry';
+    expect(words).toHaveLength(200);
+    for (const ordinary of ['^[A-Z]{3}$', '^[a-z0-9._%+-]+@example\\.com$', `^(?:${words})$`, '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$', '[a-z]{498}']) {
+      expect(regex.operand.safeParse(ordinary).success, ordinary).toBe(true);
+    }
+    expect(regex.evaluate('^[a-z0-9._%+-]+@example\\.com$', 'ann@example.com')).toBe(true);
   });
 
   it('refuses over-long arguments rather than scanning them', () => {

@@ -6,6 +6,7 @@
 // completes rides in the sealed sign-in cookie (http/sign-in.ts).
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config.ts';
+import type { Logger } from '../logger.ts';
 import { isApiError } from '../errors.ts';
 import type { PersonSession, Sessions } from '../services/people.ts';
 import { requestContextOf } from './access.ts';
@@ -68,7 +69,7 @@ export interface PageWrapper {
   backTo(res: Response, path: string): void;
 }
 
-export function pageWrapper(deps: { config: Config; sessions: Sessions }): PageWrapper {
+export function pageWrapper(deps: { config: Config; sessions: Sessions; logger: Logger }): PageWrapper {
   const { config, sessions } = deps;
   const secure = secureCookies(config);
   const cookieName = sessionCookieName(secure);
@@ -87,14 +88,19 @@ export function pageWrapper(deps: { config: Config; sessions: Sessions }): PageW
   };
 
   const wrap = (handler: PageHandler): RequestHandler => async (req: Request, res: Response, next: NextFunction) => {
-    let session = await sessions.load(readCookie(req, cookieName));
+    // Until the session is read (the store may be down), the page is an anonymous visitor's.
+    let session: PersonSession = { id: '', data: null, isNew: true };
     try {
+      session = await sessions.load(readCookie(req, cookieName));
       const answer = await handler(req, res, session);
       session = (res.locals.session as PersonSession | undefined) ?? session;
       // Kept before the answer is sent: a ceremony's challenge or a new sign-in must be in the
-      // store (and its cookie in this answer) by the time the browser follows the redirect.
-      await keep(res, session);
-      if (answer instanceof SafeHtml) render(res, session, 'agentgate', answer, res.statusCode === 200 ? 200 : res.statusCode);
+      // store (and its cookie in this answer) by the time the browser follows the redirect. A page
+      // that failed to keep it is refused (a 503 page; showing it again is harmless), but a form
+      // whose change is made (a decision, a passkey) stands: the person is not told it failed.
+      if (req.method === 'POST') await keep(res, session).catch((err: unknown) => deps.logger.warn('could not keep the person\'s session after the form', { err }));
+      else await keep(res, session);
+      if (answer instanceof SafeHtml) render(res, session, 'agentgate', answer, res.statusCode);
       else res.redirect(303, answer.redirect);
     } catch (err) {
       if (!isApiError(err)) return next(err);

@@ -86,9 +86,9 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
   if (!host) throw new ApiError('host_not_found', "the agent's host does not exist");
   if (host.status === 'revoked' || host.status === 'rejected') throw new ApiError('host_revoked', "the agent's host can no longer be approved");
   const by = { ...(decision.by ?? ADMIN_API), person_id: decision.userId };
-  // The approval was written but its host never got linked (the store failed in between): the
-  // agent's record names this person as its approver, so the same person asking again completes it.
-  if (awaitsHostLink(before, host, decision.userId)) return completeHostLink(deps, before, host, decision.userId, by);
+  // The approval was written but linking its host was not finished (the store failed in between):
+  // the agent's record names this person as its approver, so the same person asking again finishes it.
+  if (await awaitsHostLink(deps, before, host, decision.userId)) return completeHostLink(deps, before, host, decision.userId, by);
   const nowMs = deps.clock.nowMs();
   let decided: AgentChange | null = null;
   const snapshot = await transitionAgent(deps.store, agentId, (current) => (decided = approvalChange(deps, current, decision, nowMs)));
@@ -98,25 +98,31 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
 }
 
 /**
- * Whether an approved agent still waits for its host to become active: the approval is written
- * (active, no open approval, this person named as its person) while the host is still pending or
- * unlinked. Until the host is linked, execute refuses the agent (its copy of the host status is
- * not active), so such a half-done approval authorizes nothing.
+ * Whether an agent this person approved still waits for its host's link to be finished: the
+ * approval is written (active, no open approval, this person named as its person) while the host is
+ * pending or unlinked, or linked to this person without every step of the link done (the agent's
+ * copy of the host status, the person's list of hosts). Until then the agent either cannot act (its
+ * copy of the host status is not active) or acts unseen by its person; finishing is idempotent.
  */
-export function awaitsHostLink(snapshot: AgentSnapshot, host: HostRecord, userId: string): boolean {
+export async function awaitsHostLink(deps: Pick<ServiceDeps, 'store'>, snapshot: AgentSnapshot, host: HostRecord, userId: string): Promise<boolean> {
   const { agent } = snapshot;
-  return agent.status === 'active' && !agent.approval && agent.mode === 'delegated' && agent.userId === userId
-    && (host.status === 'pending' || host.userId === undefined);
+  if (agent.status !== 'active' || agent.approval || agent.mode !== 'delegated' || agent.userId !== userId) return false;
+  if (host.status === 'pending' || host.userId === undefined) return true;
+  if (host.userId !== userId) return false;
+  return agent.hostStatus !== 'active' || !(await deps.store.listPersonHostIds(userId)).includes(host.id);
 }
 
 /**
  * After an approval: a pending host becomes active, and the host of a delegated agent is linked to
  * the person who approved it. Written after the agent (so a failure here leaves the agent unable to
- * act, never the host vouched for without an approval), and idempotent, so asking again finishes it.
+ * act, never the host vouched for without an approval), and idempotent (linkHost redoes every step),
+ * so asking again finishes it.
  */
 async function completeHostLink(deps: ServiceDeps, snapshot: AgentSnapshot, host: HostRecord, userId: string, by: AuditBy) {
-  if (host.status === 'pending' || (snapshot.agent.mode === 'delegated' && host.userId === undefined)) {
-    if (snapshot.agent.mode === 'delegated') await linkHost(deps, host, userId, by);
+  const delegated = snapshot.agent.mode === 'delegated';
+  const unfinished = delegated && host.userId === userId && (await awaitsHostLink(deps, snapshot, host, userId));
+  if (host.status === 'pending' || (delegated && host.userId === undefined) || unfinished) {
+    if (delegated) await linkHost(deps, host, userId, by);
     else await activateHost(deps, host, by);
   }
   return (await deps.store.getAgent(snapshot.agent.id)) ?? snapshot;

@@ -178,7 +178,7 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
     throw new ApiError('not_found', 'This approval is no longer open.');
   }
   const shown = approvalForPerson(deps.catalog, host, snapshot, deps.clock.nowMs());
-  if (shown === null && decision.verdict === 'approve' && awaitsHostLink(snapshot, host, person.personId)) {
+  if (shown === null && decision.verdict === 'approve' && (await awaitsHostLink(deps, snapshot, host, person.personId))) {
     // This person's approval was written but the store failed before its host was linked: sending
     // the form again finishes it (services/admin.ts approveAgent).
     const after = await approveAgent(deps, decision.agentId, { userId: person.personId, by: { actor: 'person', via: 'approval_page' } });
@@ -201,11 +201,15 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
       ? await approveAgent(deps, decision.agentId, { ...asPerson, capabilities: decision.capabilities })
       : await denyAgent(deps, decision.agentId, asPerson);
   } catch (err) {
-    // Two windows (or two people) decided at once: the transition let one win; tell the other.
-    if (isApiError(err) && err.code === 'invalid_request' && (await deps.store.getAgent(decision.agentId))?.agent.approval?.id !== decision.approvalId) {
-      throw alreadyDecided(false);
+    // Two windows (or two people, or a revocation) changed the agent at once: the transition let
+    // one win; tell the other what happened instead of the protocol's refusal it ran into.
+    if (!isApiError(err) || err.code === 'service_unavailable') throw err;
+    const now = await deps.store.getAgent(decision.agentId);
+    if (now?.agent.approval?.id === decision.approvalId) throw err;
+    if (!now || now.agent.status === 'revoked' || now.agent.hostStatus === 'revoked') {
+      throw new ApiError('invalid_request', 'This agent was revoked meanwhile: nothing was approved or denied.');
     }
-    throw err;
+    throw alreadyDecided(false);
   }
   const decidedIds = new Set(shown.requested.map((r) => r.grantId));
   const decided = after.grants.filter((g) => decidedIds.has(g.id));

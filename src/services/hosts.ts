@@ -108,6 +108,11 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
 export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string, by: AuditBy): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
   const waited: AgentSnapshot[] = [];
+  // The person's own API lists their hosts through this link (kept after the host is revoked:
+  // people still see what was theirs). Written first: a link the host write then misses shows
+  // nothing (the list shows only hosts that name the person), while the reverse order could leave a
+  // linked host its person cannot see.
+  await deps.store.addPersonHost(userId, host.id);
   const updated = await updateLiveHost(deps, host.id, {
     userId, status: 'active', updatedAtMs: nowMs, ...(host.activatedAtMs === undefined ? { activatedAtMs: nowMs } : {}),
   });
@@ -128,9 +133,6 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
   });
   for (const snapshot of waited) await releasePendingSlot(deps, { ...snapshot, agent: { ...snapshot.agent, status: 'claimed' } });
   await deps.store.untrackPending('host', host.id);
-  // The person's own API lists their hosts through this link (kept after the host is revoked:
-  // people still see what was theirs).
-  await deps.store.addPersonHost(userId, host.id);
   deps.logger.info('host linked to a user', { hostId: host.id, userId, agentsTouched: claimed });
   deps.audit.record({ type: 'host.linked', ...by, host_id: host.id, person_id: userId, agents_changed: claimed });
   return updated;

@@ -10,6 +10,7 @@
 // friends), so ceremonies racing each other or a removal cannot lose or resurrect one.
 // @simplewebauthn/server does the WebAuthn checks. WebAuthn needs a domain as relying-party id:
 // with an issuer that is an IP address presence approvals cannot work, and start-up says so.
+import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import {
   generateAuthenticationOptions,
@@ -24,7 +25,7 @@ import { z } from 'zod';
 import { ApiError } from '../errors.ts';
 import type { PageDeps } from './device-approvals.ts';
 import type { ServiceDeps } from './deps.ts';
-import type { PersonSession, SessionData } from './people.ts';
+import type { PasskeyCeremony, PersonSession, SessionData } from './people.ts';
 
 export interface PasskeySettings {
   rpId: string;
@@ -153,15 +154,15 @@ const freshLoginNeeded = () => new ApiError('authentication_required', 'Your fir
 export async function registerPasskey(deps: PageDeps, session: PersonSession, responseJson: string, proofJson: string | undefined): Promise<Passkey> {
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
-  const challenge = takeChallenge(deps, data, 'register');
-  const proofChallenge = data.passkeyChallenges.proof;
-  delete data.passkeyChallenges.proof;
+  const challenge = await takeChallenge(deps, data, 'register');
   const passkeys = await listPasskeys(deps, person.personId);
   if (passkeys.length > 0) {
-    if (!proofJson || !proofChallenge || proofChallenge.expiresAtMs <= deps.clock.nowMs()) {
+    if (!proofJson || !data.passkeyChallenges.proof) {
+      delete data.passkeyChallenges.proof;
       throw new ApiError('unauthorized', 'Adding a passkey needs one of your passkeys first. Reload the page and try again.');
     }
-    await verifyAssertion(deps, settings, person.personId, passkeys, proofChallenge.challenge, proofJson, 'passkey addition');
+    const proofChallenge = await takeChallenge(deps, data, 'proof');
+    await verifyAssertion(deps, settings, person.personId, passkeys, proofChallenge, proofJson, 'passkey addition');
   } else if (!deps.sessions.loggedInFreshly(session, FIRST_PASSKEY_LOGIN_WINDOW_MS)) {
     throw freshLoginNeeded();
   }
@@ -212,7 +213,7 @@ export async function removePasskey(deps: PageDeps, session: PersonSession, pass
     data.passkeyChallenges.remove = { challenge: options.challenge, approvalId: passkeyId, expiresAtMs: deps.clock.nowMs() + CHALLENGE_TTL_MS };
     throw new ApiError('unauthorized', 'Removing a passkey needs one of your passkeys: answer assertion_options with it and send the answer as assertion.', { assertion_options: options });
   }
-  const challenge = takeChallenge(deps, data, 'remove', passkeyId);
+  const challenge = await takeChallenge(deps, data, 'remove', passkeyId);
   await verifyAssertion(deps, settings, person.personId, passkeys, challenge, assertionJson, `removal of ${passkeyId}`);
   if (!(await deps.store.removePasskey(person.personId, passkeyId))) throw new ApiError('not_found', 'you have no passkey with this id');
   deps.audit.record({ type: 'passkey.removed', actor: 'person', via: 'people_api', person_id: person.personId, passkey_id: passkeyId });
@@ -257,7 +258,7 @@ export async function verifyPresence(deps: PageDeps, session: PersonSession, app
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
   if (!responseJson) throw new ApiError('unauthorized', 'Approving this needs your passkey.');
-  const challenge = takeChallenge(deps, data, 'approve', approvalId);
+  const challenge = await takeChallenge(deps, data, 'approve', approvalId);
   const passkeys = await listPasskeys(deps, person.personId);
   await verifyAssertion(deps, settings, person.personId, passkeys, challenge, responseJson, `approval ${approvalId}`);
 }
@@ -300,17 +301,21 @@ async function verifyAssertion(
 }
 
 /**
- * The session's challenge for this ceremony, removed from the session whatever happens next;
- * `boundTo` is what it was issued for (an approval id, or the passkey to remove).
+ * The session's challenge for this ceremony, removed from the session whatever happens next, and
+ * used up in the store: the session is a copy each request reads, so two requests carrying one
+ * ceremony's answer would otherwise both find it (one proof adding two passkeys, say). `boundTo` is
+ * what it was issued for (an approval id, or the passkey to remove).
  */
-function takeChallenge(deps: PageDeps, data: SessionData, ceremony: 'register' | 'approve' | 'remove', boundTo?: string): string {
+async function takeChallenge(deps: PageDeps, data: SessionData, ceremony: PasskeyCeremony, boundTo?: string): Promise<string> {
   const held = data.passkeyChallenges[ceremony];
   delete data.passkeyChallenges[ceremony];
-  if (!held || held.expiresAtMs <= deps.clock.nowMs() || (boundTo !== undefined && held.approvalId !== boundTo)) {
-    throw new ApiError('unauthorized', 'This passkey request is out of date. Reload the page and try again.');
-  }
+  const nowMs = deps.clock.nowMs();
+  if (!held || held.expiresAtMs <= nowMs || (boundTo !== undefined && held.approvalId !== boundTo)) throw outOfDate();
+  if (!(await deps.store.useChallenge(createHash('sha256').update(held.challenge).digest('base64url'), held.expiresAtMs - nowMs))) throw outOfDate();
   return held.challenge;
 }
+
+const outOfDate = () => new ApiError('unauthorized', 'This passkey request is out of date. Reload the page and try again.');
 
 function parseResponse(json: string): unknown {
   try {

@@ -192,6 +192,13 @@ export interface Store {
    */
   sharedSecret(name: string): Promise<string>;
 
+  /**
+   * Uses up a WebAuthn challenge (by a hash of it, never the challenge itself) for `ttlMs`: true
+   * the first time, false on every later call, atomically, so two requests carrying one ceremony's
+   * answer cannot both pass (a session's copy of the challenge is only a copy).
+   */
+  useChallenge(challengeKey: string, ttlMs: number): Promise<boolean>;
+
   // ---- people's sessions ----------------------------------------------------------------------
   /** Stores a session's JSON under its key (a hash of the cookie's id, never the id itself) for ttlMs. */
   saveSession(key: string, json: string, ttlMs: number): Promise<void>;

@@ -853,6 +853,14 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.sharedSecret(uid('secret'))).not.toBe(first);
       });
 
+      it('a WebAuthn challenge is used once: of ten racing uses one wins, and it stays used until it expires', async () => {
+        const key = uid('challenge');
+        const outcomes = await Promise.all(Array.from({ length: 10 }, () => store.useChallenge(key, 60_000)));
+        expect(outcomes.filter(Boolean)).toHaveLength(1);
+        expect(await store.useChallenge(key, 60_000)).toBe(false);
+        expect(await store.useChallenge(uid('challenge'), 60_000)).toBe(true);
+      });
+
       it('a status poll is recorded once per window, per agent, and the window passes', async () => {
         const [agentId, other] = [uid('agt'), uid('agt')];
         expect(await store.recordStatusPoll(agentId, 100)).toBe(true);

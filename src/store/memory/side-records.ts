@@ -55,6 +55,7 @@ export class MemorySideRecords extends MemoryAuditRecords {
   readonly #userCodes: ExpiringMap<string>;
   readonly #sessions: ExpiringMap<string>;
   readonly #polls: ExpiringMap<true>;
+  readonly #usedChallenges: ExpiringMap<true>;
   readonly #secrets = new Map<string, string>();
   /** People's host links and records (not short-lived: kept as long as the process). */
   readonly #personHosts = new Map<string, Set<string>>();
@@ -69,6 +70,7 @@ export class MemorySideRecords extends MemoryAuditRecords {
     this.#userCodes = new ExpiringMap(now);
     this.#sessions = new ExpiringMap(now);
     this.#polls = new ExpiringMap(now);
+    this.#usedChallenges = new ExpiringMap(now);
   }
 
   async indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void> {
@@ -89,6 +91,13 @@ export class MemorySideRecords extends MemoryAuditRecords {
       this.#secrets.set(name, secret);
     }
     return secret;
+  }
+
+  async useChallenge(challengeKey: string, ttlMs: number): Promise<boolean> {
+    this.assertOpen();
+    if (this.#usedChallenges.get(challengeKey)) return false;
+    this.#usedChallenges.set(challengeKey, true, this.#now() + normalizeTtlMs(ttlMs));
+    return true;
   }
 
   async recordStatusPoll(agentId: string, windowMs: number): Promise<boolean> {

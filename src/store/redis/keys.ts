@@ -33,6 +33,8 @@ export interface KeyLayout {
   hostJti(thumbprint: string, jti: string): string;
   /** User-code lookup key -> agent id (expires with the approval). */
   userCode(lookupKey: string): string;
+  /** A WebAuthn challenge that was used, keyed by a hash of it (expires with the ceremony). */
+  usedChallenge(challengeKey: string): string;
   /** A person's session (the approval page), keyed by a hash of its cookie's id. */
   personSession(key: string): string;
   /** The set of host ids linked to a person (tagged by a hash of the person id, which may hold any character). */
@@ -82,6 +84,7 @@ export function keyLayout(prefix: string): KeyLayout {
     sharedSecret: (name) => `${prefix}secret:${name}`,
     pendingSince: (kind) => `${prefix}pending-${kind}s`,
     personSession: (key) => `${prefix}psession:{${key}}`,
+    usedChallenge: (challengeKey) => `${prefix}challenge:{${challengeKey}}`,
     personHosts: (personKey) => `${prefix}person:{${personKey}}:hosts`,
     personPasskeys: (personKey) => `${prefix}person:{${personKey}}:passkeys`,
     invalidationChannel: `${prefix}invalidate`,

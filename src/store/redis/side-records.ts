@@ -49,6 +49,11 @@ export class RedisSideRecords extends RedisAuditRecords {
     return (await this.#connection.set(this.#keys.statusPoll(agentId), '1', 'PX', normalizeTtlMs(windowMs), 'NX')) === 'OK';
   }
 
+  async useChallenge(challengeKey: string, ttlMs: number): Promise<boolean> {
+    if (!isTaggable(challengeKey)) throw new Error('a challenge key must be taggable');
+    return (await this.#connection.set(this.#keys.usedChallenge(challengeKey), '1', 'PX', normalizeTtlMs(ttlMs), 'NX')) === 'OK';
+  }
+
   async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
     if (!isTaggable(key)) throw new Error('a session key must be taggable');
     await this.#connection.set(this.#keys.personSession(key), json, 'PX', normalizeTtlMs(ttlMs));

@@ -7,7 +7,6 @@
 // Gauges that describe state (the active policy, pending approvals) are read when scraped.
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Logger } from '../logger.ts';
-import type { Store } from '../store/store.ts';
 import { CounterFamily, HistogramFamily, type CounterCell } from './cells.ts';
 import { codeLabel, decisionEndpoint, decisionOutcome } from './labels.ts';
 
@@ -36,7 +35,8 @@ export interface Metrics {
 
 export interface MetricsSources {
   policy: { info(): { sha256: string; loadedAtMs: number; generation: number; instanceReplacements?: number } };
-  store: Pick<Store, 'listStalePending'>;
+  /** What waits for approval, as the store lists it (store.ts Store#listStalePending): metrics read, never import, the store. */
+  store: { listStalePending(kind: 'agent' | 'host' | 'approval', beforeMs: number, limit: number): Promise<string[]> };
   logger: Logger;
 }
 

@@ -5,7 +5,6 @@
 // non-built-in op of a grant's constraint object, with the argument or null), and the builtin then
 // answers from those results. A call nobody asked the worker about answers false: fail closed.
 import type { Constraints } from '../domain/types.ts';
-import type { OperatorEvaluator } from '../policy/engine.ts';
 
 export interface PluginCall {
   name: string;
@@ -48,8 +47,12 @@ export function pluginCalls(
   return [...calls.values()];
 }
 
-/** An evaluator for the policy's builtin that answers only the given calls from their results. */
-export function answersFor(calls: readonly PluginCall[], allowed: readonly boolean[]): OperatorEvaluator {
+/**
+ * An evaluator for the policy's builtin (the policy engine's OperatorEvaluator: the same shape,
+ * named there, since operators know nothing of the policy) that answers only the given calls from
+ * their results.
+ */
+export function answersFor(calls: readonly PluginCall[], allowed: readonly boolean[]): (name: string, operand: unknown, actual: unknown) => boolean {
   const answers = new Map<string, boolean>();
   calls.forEach((call, i) => answers.set(callKey(call.name, call.operand, call.actual), allowed[i] === true));
   return (name, operand, actual) => answers.get(callKey(name, operand, actual)) === true;

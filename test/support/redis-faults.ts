@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { SCRIPTS, type ScriptName } from '../../src/store/redis/scripts.ts';
+import { RespCommandParser } from './resp.ts';
 
 export interface SeenCommand {
   /** Which client connection sent it, numbered from 1 in connection order. */
@@ -214,60 +215,4 @@ function describe(connection: number, parts: string[]): SeenCommand {
   if (name === 'EVAL') script = SCRIPT_BY_SHA.get(sha1(args[0] ?? ''));
   const key = name === 'EVALSHA' || name === 'EVAL' ? (Number(args[1]) > 0 ? args[2] : undefined) : args[0];
   return { connection, name, args, script: script ?? (name === 'EVALSHA' || name === 'EVAL' ? 'unknown-script' : undefined), key };
-}
-
-/**
- * Incremental parser for what Redis clients send: RESP arrays of bulk strings (what ioredis
- * sends), possibly split across or packed into TCP chunks. Yields each complete command with its
- * exact bytes.
- */
-class RespCommandParser {
-  private buffer: Buffer = Buffer.alloc(0);
-
-  push(chunk: Buffer): Array<{ parts: string[]; bytes: Buffer }> {
-    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk]);
-    const parsed: Array<{ parts: string[]; bytes: Buffer }> = [];
-    for (;;) {
-      const command = this.next();
-      if (!command) return parsed;
-      parsed.push(command);
-    }
-  }
-
-  /** Bytes of a command not yet complete. */
-  pending(): Buffer {
-    return this.buffer;
-  }
-
-  clear(): void {
-    this.buffer = Buffer.alloc(0);
-  }
-
-  private next(): { parts: string[]; bytes: Buffer } | null {
-    let offset = 0;
-    const line = (): string | null => {
-      const end = this.buffer.indexOf('\r\n', offset);
-      if (end < 0) return null;
-      const text = this.buffer.toString('latin1', offset, end);
-      offset = end + 2;
-      return text;
-    };
-    const header = line();
-    if (header === null) return null;
-    if (!header.startsWith('*')) throw new Error(`the fault proxy only understands RESP arrays; got ${JSON.stringify(header.slice(0, 40))}`);
-    const count = Number(header.slice(1));
-    const parts: string[] = [];
-    for (let i = 0; i < count; i++) {
-      const size = line();
-      if (size === null) return null;
-      const length = Number(size.slice(1));
-      if (!size.startsWith('$') || !Number.isInteger(length) || length < 0) throw new Error(`the fault proxy got a malformed RESP bulk header ${JSON.stringify(size.slice(0, 40))}`);
-      if (this.buffer.length < offset + length + 2) return null;
-      parts.push(this.buffer.toString('utf8', offset, offset + length));
-      offset += length + 2;
-    }
-    const bytes = this.buffer.subarray(0, offset);
-    this.buffer = this.buffer.subarray(offset);
-    return { parts, bytes };
-  }
 }

@@ -5,6 +5,7 @@
 // a new one. Tests use it to count what a request costs in Redis, measured on the wire.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { RespCommandParser } from './resp.ts';
 
 export interface ProxiedCommand {
   /** Which client connection sent it, numbered from 1 in connection order. */
@@ -56,14 +57,14 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
     const connection = ++connections;
     const redis = connect({ host: upstream.hostname, port: Number(upstream.port || 6379) });
     sockets.add(client).add(redis);
-    const parser = new RespCommandParser();
+    const parser = new RespCommandParser({ maxPartBytes: MAX_RECORDED_ARG_BYTES });
     // True when the last thing on this connection was Redis answering (or nothing yet).
     let awaitingClient = true;
     client.on('data', (chunk: Buffer) => {
       if (awaitingClient) roundTripCounts.set(connection, (roundTripCounts.get(connection) ?? 0) + 1);
       awaitingClient = false;
       const roundTrip = roundTripCounts.get(connection)!;
-      for (const [name, ...args] of parser.push(chunk)) {
+      for (const { parts: [name, ...args] } of parser.push(chunk)) {
         const upper = name!.toUpperCase();
         commands.push({ connection, roundTrip, name: upper, args, key: upper === 'EVALSHA' || upper === 'EVAL' ? args[2] : args[0] });
       }
@@ -97,51 +98,4 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-}
-
-/**
- * Incremental parser for what Redis clients send: RESP arrays of bulk strings, possibly split
- * across or packed into TCP chunks. Yields each complete command as its strings.
- */
-class RespCommandParser {
-  private buffer = Buffer.alloc(0);
-
-  push(chunk: Buffer): string[][] {
-    this.buffer = Buffer.concat([this.buffer, chunk]);
-    const parsed: string[][] = [];
-    for (;;) {
-      const command = this.next();
-      if (!command) return parsed;
-      parsed.push(command);
-    }
-  }
-
-  /** One whole command from the front of the buffer, consumed; null when it is incomplete. */
-  private next(): string[] | null {
-    let offset = 0;
-    const line = (): string | null => {
-      const end = this.buffer.indexOf('\r\n', offset);
-      if (end < 0) return null;
-      const text = this.buffer.toString('latin1', offset, end);
-      offset = end + 2;
-      return text;
-    };
-    const header = line();
-    if (header === null) return null;
-    if (!header.startsWith('*')) throw new Error(`the proxy only understands RESP arrays; got ${JSON.stringify(header.slice(0, 40))}`);
-    const count = Number(header.slice(1));
-    if (!Number.isInteger(count) || count < 1) throw new Error(`the proxy got a malformed RESP array header ${JSON.stringify(header.slice(0, 40))}`);
-    const parts: string[] = [];
-    for (let i = 0; i < count; i++) {
-      const size = line();
-      if (size === null) return null;
-      const length = Number(size.slice(1));
-      if (!size.startsWith('$') || !Number.isInteger(length) || length < 0) throw new Error(`the proxy got a malformed RESP bulk header ${JSON.stringify(size.slice(0, 40))}`);
-      if (this.buffer.length < offset + length + 2) return null;
-      parts.push(this.buffer.toString('utf8', offset, offset + Math.min(length, MAX_RECORDED_ARG_BYTES)));
-      offset += length + 2;
-    }
-    this.buffer = this.buffer.subarray(offset);
-    return parts;
-  }
 }

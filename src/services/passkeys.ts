@@ -110,10 +110,6 @@ export async function passkeyAddition(deps: PageDeps, session: PersonSession): P
   return deps.sessions.loggedInFreshly(session, FIRST_PASSKEY_LOGIN_WINDOW_MS) ? { kind: 'first', passkeys: [] } : { kind: 'needs_fresh_login', passkeys: [] };
 }
 
-export async function hasPasskey(deps: PageDeps, personId: string): Promise<boolean> {
-  return (await listPasskeys(deps, personId)).length > 0;
-}
-
 /**
  * Options for the browser to create a passkey and, when the person holds passkeys already, to prove
  * one of them first; both challenges wait in the session, each for its own ceremony.

@@ -1,8 +1,9 @@
 // The people-facing pages (protocol §10, DESIGN §8), assembled: their security headers and static
-// files, sign-in (http/sign-in.ts), adding a passkey (http/passkey-pages.ts), and here the approval
-// page at `verification_uri` (/device) and its decision. Thin, like every handler: parse, call a
-// service in services/device-approvals.ts, render a page from http/pages/. The pages' only scripts
-// are two static files (the WebAuthn ceremonies); none is inline. Nothing in the protocol path uses this.
+// files, sign-in (http/sign-in.ts), adding a passkey (http/passkey-pages.ts), the account page
+// (http/people-pages.ts), and here the approval page at `verification_uri` (/device) and its
+// decision. Thin, like every handler: parse, call a service in services/device-approvals.ts, render
+// a page from http/pages/. The pages' only scripts are two static files (the WebAuthn ceremonies);
+// none is inline. Nothing in the protocol path uses this.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -12,6 +13,7 @@ import { decideAsPerson, findApprovalByCode, type PageDeps } from '../services/d
 import { presenceOptions } from '../services/passkeys.ts';
 import { pageSecurityHeaders, pageWrapper, PAGE_PATHS, redirectTo } from './page-session.ts';
 import { passkeyPagesRouter } from './passkey-pages.ts';
+import { peoplePagesRouter } from './people-pages.ts';
 import { approvalPage, codePage, decidedPage, STYLESHEET, type PresenceOnPage } from './pages/device-pages.ts';
 import { signInRouter, signInUrl, type OidcSignInFlow } from './sign-in.ts';
 
@@ -53,6 +55,7 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
   });
   router.use(signInRouter(deps, page));
   router.use(passkeyPagesRouter(deps, page));
+  router.use(peoplePagesRouter(deps, page));
 
   // RFC 8628 §3.3: the verification URI; `?user_code=` is verification_uri_complete.
   router.get('/device', page(async (req, res, session) => {

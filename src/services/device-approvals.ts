@@ -18,8 +18,14 @@ export interface RequestedGrant {
   capability: string;
   description: string;
   constraints: Constraints | undefined;
-  /** The reason the agent or host gave for this request (never the policy's). */
+  /** The reason the agent or host gave for this request (never the policy's): their claim. */
   reason: string | undefined;
+  /**
+   * Why agentgate's policy asks a person (e.g. "user approval required"), when the requester gave
+   * no reason of its own (a grant keeps one reason, and says whose: GrantRecord.reasonBy). Shown
+   * as agentgate's words, never as the agent's.
+   */
+  policyReason: string | undefined;
   /** 'presence': approving it needs a passkey on the approval page, not only a sign-in. */
   approvalStrength: 'sign_in' | 'presence';
 }
@@ -61,8 +67,9 @@ export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: 
           capability: g.capability,
           description: capability?.description ?? '(this capability is no longer offered)',
           constraints: g.constraints,
-          // Only what the agent or host wrote: the policy's reason is not their claim to show.
+          // What the agent or host wrote is their claim; the policy's reason is agentgate's, kept apart.
           reason: g.reasonBy === 'policy' ? undefined : g.reason,
+          policyReason: g.reasonBy === 'policy' ? g.reason : undefined,
           approvalStrength: capability?.approval_strength ?? 'sign_in',
         };
       }),

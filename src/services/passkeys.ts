@@ -199,7 +199,9 @@ export async function registerPasskey(deps: PageDeps, session: PersonSession, re
  * the options to answer (`assertion_options`), whose challenge waits in the session for this
  * passkey's removal only. Recorded in the audit trail.
  */
-export async function removePasskey(deps: PageDeps, session: PersonSession, passkeyId: string, assertionJson: string | undefined): Promise<void> {
+export async function removePasskey(
+  deps: PageDeps, session: PersonSession, passkeyId: string, assertionJson: string | undefined, via: 'people_api' | 'account_page' = 'people_api',
+): Promise<void> {
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
   const passkeys = await listPasskeys(deps, person.personId);
@@ -212,7 +214,7 @@ export async function removePasskey(deps: PageDeps, session: PersonSession, pass
   const challenge = await takeChallenge(deps, data, 'remove', passkeyId);
   await verifyAssertion(deps, settings, person.personId, passkeys, challenge, assertionJson, `removal of ${passkeyId}`);
   if (!(await deps.store.removePasskey(person.personId, passkeyId))) throw new ApiError('not_found', 'you have no passkey with this id');
-  deps.audit.record({ type: 'passkey.removed', actor: 'person', via: 'people_api', person_id: person.personId, passkey_id: passkeyId });
+  deps.audit.record({ type: 'passkey.removed', actor: 'person', via, person_id: person.personId, passkey_id: passkeyId });
 }
 
 /**

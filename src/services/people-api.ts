@@ -24,6 +24,9 @@ import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import type { PersonSession, SignedIn } from './people.ts';
 import { transitionAgent } from './transitions.ts';
 
+/** Which door a person came through, for the audit trail: their JSON API, or their account page. */
+export type PersonDoor = 'people_api' | 'account_page';
+
 /** What the people's API needs: the page's sessions and passkey settings (services/device-approvals.ts). */
 export type PeopleApiDeps = PageDeps;
 
@@ -248,14 +251,14 @@ export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession
 // ---- revocations --------------------------------------------------------------------------------
 
 /** Revokes one of my agents and every grant it holds (protocol §4.7's effect); idempotent. */
-export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId: string): Promise<AgentSnapshot> {
+export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId: string, via: PersonDoor = 'people_api'): Promise<AgentSnapshot> {
   await myAgent(deps, personId, agentId);
   const result = await transitionAgent(deps.store, agentId, (snapshot) =>
     snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, deps.clock.nowMs()));
   await forgetCachedKeyEverywhere(deps, agentId);
   await releasePendingSlot(deps, result);
   deps.logger.info('agent revoked by a person', { agentId, personId });
-  deps.audit.record({ type: 'agent.revoked', actor: 'person', via: 'people_api', person_id: personId, agent_id: agentId, host_id: result.agent.hostId });
+  deps.audit.record({ type: 'agent.revoked', actor: 'person', via, person_id: personId, agent_id: agentId, host_id: result.agent.hostId });
   return result;
 }
 
@@ -264,7 +267,9 @@ export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId
  * reads grants on every call), a pending one leaves the approval that was to decide it. A grant
  * already revoked or denied is left as it is.
  */
-export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId: string, grantId: string): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
+export async function revokeMyGrant(
+  deps: ServiceDeps, personId: string, agentId: string, grantId: string, via: PersonDoor = 'people_api',
+): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
   await myAgent(deps, personId, agentId);
   let grant: GrantRecord | undefined;
   let changed = false;
@@ -286,7 +291,7 @@ export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId
   deps.logger.info('grant revoked by a person', { agentId, grantId, personId });
   if (changed) {
     deps.audit.record({
-      type: 'grant.revoked', actor: 'person', via: 'people_api', person_id: personId, agent_id: agentId, host_id: snapshot.agent.hostId,
+      type: 'grant.revoked', actor: 'person', via, person_id: personId, agent_id: agentId, host_id: snapshot.agent.hostId,
       capability: grant!.capability, grant_ids: [grantId],
     });
   }
@@ -294,8 +299,8 @@ export async function revokeMyGrant(deps: ServiceDeps, personId: string, agentId
 }
 
 /** Revokes one of my hosts and, with it, every agent it has (protocol §4.10's effect). */
-export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: string) {
-  return revokeHost(deps, await myHost(deps, personId, hostId), { actor: 'person', via: 'people_api', person_id: personId });
+export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: string, via: PersonDoor = 'people_api') {
+  return revokeHost(deps, await myHost(deps, personId, hostId), { actor: 'person', via, person_id: personId });
 }
 
 /**
@@ -304,6 +309,6 @@ export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: 
  * order). The host is not revoked: nothing says its key is compromised, and someone may vouch for it
  * again by approving one of its agents.
  */
-export async function unlinkMyHost(deps: ServiceDeps, personId: string, hostId: string): Promise<{ host: HostRecord; agentsRevoked: number }> {
-  return withdrawHostTrust(deps, await myHost(deps, personId, hostId), { actor: 'person', via: 'people_api', person_id: personId });
+export async function unlinkMyHost(deps: ServiceDeps, personId: string, hostId: string, via: PersonDoor = 'people_api'): Promise<{ host: HostRecord; agentsRevoked: number }> {
+  return withdrawHostTrust(deps, await myHost(deps, personId, hostId), { actor: 'person', via, person_id: personId });
 }

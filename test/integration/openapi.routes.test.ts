@@ -21,6 +21,14 @@ const NOT_IN_THE_API: Record<string, string> = {
   'GET /static/passkeys.js': 'a static file of the pages',
   'GET /static/simplewebauthn-browser.js': 'a static file of the pages',
   'GET /favicon.ico': 'a static file of the pages',
+  'GET /': 'a redirect: a browser to the account page, anything else to /.well-known/agent-configuration (which is documented)',
+  'GET /account': "the account page (HTML): a person's agents, hosts and passkeys",
+  'POST /account/agents/revoke': "the account page's form",
+  'POST /account/grants/revoke': "the account page's form",
+  'POST /account/hosts/revoke': "the account page's form",
+  'POST /account/hosts/unlink': "the account page's form",
+  'GET /account/passkeys/remove': 'the page that removes a passkey (HTML)',
+  'POST /account/passkeys/remove': "that page's form",
 };
 
 interface Layer {

@@ -23,17 +23,18 @@ describe.each(['memory', 'redis'] as const)('the approval page (%s store)', (sto
     return { agent: agent!, userCode: res.json.approval.user_code as string };
   };
 
-  it("the policy's reason is not shown as the agent's words; a reason the agent gave is, as its claim", async () => {
+  it("the policy's reason is shown as agentgate's, never as the agent's words; a reason the agent gave is shown as its claim", async () => {
     const silent = await pendingAgent({ name: 'quiet bot' });
     const page = await new Browser(server.baseUrl).signIn(`Ivy-${storeKind}`, `/device?user_code=${silent.userCode}`);
     expect(page.status).toBe(200);
-    // The policy's "user approval required" is why it waits, not something the agent said.
-    expect(page.text).not.toContain('user approval required');
+    // The policy's "user approval required" is why it waits, said as agentgate's, not as the agent's words.
+    expect(page.text).toContain('<p class="limits policy">agentgate asks you because: user approval required</p>');
+    expect(page.text).not.toMatch(/Says why<\/dt><dd[^>]*>[^<]*user approval required/);
     expect(page.text).not.toContain('Note on this request');
     const talkative = await pendingAgent({ name: 'chatty bot', reason: 'to plan the trip' });
     const told = await new Browser(server.baseUrl).signIn(`Ivo-${storeKind}`, `/device?user_code=${talkative.userCode}`);
     expect(told.text).toMatch(/<dt>Says why<\/dt><dd class="quoted">to plan the trip/);
-    expect(told.text).not.toContain('user approval required');
+    expect(told.text).not.toMatch(/Says why<\/dt><dd[^>]*>[^<]*user approval required/);
   });
 
   it('a person signs in, enters the code, approves one of two capabilities; the agent is active with one grant denied', async () => {

@@ -10,7 +10,7 @@ import type { ApprovalForPerson, RequestedGrant } from '../../services/device-ap
 import { displayText, html, trusted, type SafeHtml } from './html.ts';
 
 /** Display lengths of what an agent or host chose (they are stored bounded too: names 200, reasons 1000). */
-const LIMITS = { name: 200, hostName: 200, reason: 1000, description: 500 } as const;
+export const LIMITS = { name: 200, hostName: 200, reason: 1000, description: 500 } as const;
 
 export function layout(title: string, body: SafeHtml, signedInAs?: { name: string; csrfToken: string }): SafeHtml {
   return html`<!doctype html>
@@ -24,6 +24,7 @@ export function layout(title: string, body: SafeHtml, signedInAs?: { name: strin
 </head>
 <body>
 <header><strong>agentgate</strong>${signedInAs ? html` <span class="who">signed in as ${displayText(signedInAs.name, 80)}</span>
+<a href="/account">Your agents</a>
 <form method="post" action="/signout" class="inline"><input type="hidden" name="csrf" value="${signedInAs.csrfToken}"><button type="submit" class="link">Sign out</button></form>` : ''}</header>
 <main>
 ${body}
@@ -58,7 +59,7 @@ export type PresenceOnPage =
  * A JSON data block (not executed, so the CSP allows it): `<` is escaped as \u003c so the data can
  * never close the element, and the id is one of our constants.
  */
-function dataBlock(id: 'presence-options' | 'passkey-registration-options' | 'passkey-proof-options', value: unknown): SafeHtml {
+export function dataBlock(id: 'presence-options' | 'passkey-registration-options' | 'passkey-proof-options' | 'passkey-removal-options', value: unknown): SafeHtml {
   const json = JSON.stringify(value).replace(/</g, '\\u003c');
   return trusted(`<script type="application/json" id="${id}">${json}</script>`);
 }
@@ -80,7 +81,7 @@ export interface ApprovalPageContext {
  * Something an agent or host chose to call itself, shown as its claim: length-limited, and with a
  * warning under it when it mixes alphabets, imitates a known name or hides characters.
  */
-function claim(text: string | undefined, max: number, known: readonly string[]): SafeHtml {
+export function claim(text: string | undefined, max: number, known: readonly string[]): SafeHtml {
   const shown = displayText(text, max);
   const warnings = text ? claimWarnings(text, known) : [];
   return html`${shown}${warnings.map((w) => html`<br><span class="warning-inline">Careful: it ${w}.</span>`)}`;
@@ -95,7 +96,7 @@ function markedName(name: string): SafeHtml {
 }
 
 /** A grant's constraints in words and in full: one line per argument, every condition on it. */
-function constraintsInWords(constraints: Constraints | undefined, plugins: PluginLookup): SafeHtml | string {
+export function constraintsInWords(constraints: Constraints | undefined, plugins: PluginLookup): SafeHtml | string {
   if (!constraints || Object.keys(constraints).length === 0) return '';
   return html`<ul class="limits">${constraintLines(constraints, plugins).map((line) => html`<li>${markedName(line.field)}: ${line.conditions.join(', and ')}</li>`)}</ul>`;
 }
@@ -109,7 +110,7 @@ export function approvalPage(view: ApprovalForPerson, context: ApprovalPageConte
   const hostName = view.host.name ? claim(view.host.name, LIMITS.hostName, known) : html`a host that gave no name (id ${view.host.id})`;
   return html`<h1>Allow this agent?</h1>
 <p>Approving lets the agent below act <strong>on your behalf</strong> with the capabilities you tick. <strong>Only approve if you started this yourself.</strong> This request expires in about ${minutesLeft} minute${minutesLeft === 1 ? '' : 's'}.</p>
-<p class="hint">The names and reasons below are what the agent and its host say about themselves; agentgate does not vouch for them.</p>
+<p class="hint">The names and reasons below are what the agent and its host say about themselves; agentgate does not vouch for them. What agentgate itself says is marked as agentgate's.</p>
 <dl class="facts">
 <dt>Agent calls itself</dt><dd>${claim(view.agent.name, LIMITS.name, known)}</dd>
 <dt>Running on a host that calls itself</dt><dd>${hostName}</dd>
@@ -132,7 +133,8 @@ ${view.requested.map((r, i) => {
 <input type="checkbox" id="cap-${i}" name="capabilities" value="${r.capability}" ${r.approvalStrength === 'presence' ? html`data-presence="1" ` : ''}${can ? html`checked` : html`disabled`}>
 <label for="cap-${i}"><code>${r.capability}</code>: ${displayText(r.description, LIMITS.description)}</label>
 ${r.constraints && Object.keys(r.constraints).length > 0 ? html`<p class="limits">Only within these limits:</p>${constraintsInWords(r.constraints, context.plugins)}` : html`<p class="limits">With no limits on its arguments.</p>`}
-${r.reason && r.reason !== view.agent.reason ? html`<p class="limits">Note on this request: ${claim(r.reason, LIMITS.reason, known)}</p>` : ''}
+${r.policyReason ? html`<p class="limits policy">agentgate asks you because: ${displayText(r.policyReason, LIMITS.reason)}</p>` : ''}
+${r.reason && r.reason !== view.agent.reason ? html`<p class="limits">The agent says about this request (its claim): <span class="quoted">${claim(r.reason, LIMITS.reason, known)}</span></p>` : ''}
 ${r.approvalStrength === 'presence' ? html`<p class="limits">${can ? 'Changes things: approving it needs your passkey.' : 'Changes things: it needs a passkey, so it cannot be approved here now and is left unticked.'}</p>` : ''}
 </div>`;
   })}
@@ -204,11 +206,21 @@ ${approved.length > 0
 ${notApproved.length > 0 ? html`<p>Not approved (it may ask again):</p><ul>${notApproved.map((c) => html`<li><code>${c}</code></li>`)}</ul>` : ''}`;
 }
 
+/** The sign-in page's opening: why the person is asked to sign in, by where they return to. */
+function signInReason(returnTo: string, fresh: boolean): SafeHtml {
+  if (fresh) return html`<p>Adding your first passkey needs you to sign in again at your identity provider, entering your credentials now: your browser being signed in is not enough.</p>`;
+  if (returnTo === ACCOUNT_PATH || returnTo.startsWith(`${ACCOUNT_PATH}?`) || returnTo.startsWith(`${ACCOUNT_PATH}/`)) {
+    return html`<p>Sign in to see the agents you approved, their hosts and your passkeys, and to take back what you no longer want. You are asked again if your last sign-in is not recent: unlinking a host and removing a passkey need a fresh one.</p>`;
+  }
+  return html`<p>An agent asked for permission to act for you. Sign in to see exactly what it asks for; nothing is approved until you say so on the next page. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>`;
+}
+
+/** The page where a signed-in person sees and takes back what they approved (http/people-pages.ts). */
+export const ACCOUNT_PATH = '/account';
+
 export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean; fresh?: boolean }): SafeHtml {
   return html`<h1>Sign in</h1>
-${methods.fresh
-    ? html`<p>Adding your first passkey needs you to sign in again at your identity provider, entering your credentials now: your browser being signed in is not enough.</p>`
-    : html`<p>An agent asked for permission to act for you. Sign in to see exactly what it asks for; nothing is approved until you say so on the next page. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>`}
+${signInReason(returnTo, methods.fresh === true)}
 ${methods.oidc ? html`<p><a class="button" href="/signin/start?return_to=${encodeURIComponent(returnTo)}${methods.fresh ? '&fresh=1' : ''}">Sign in with your organisation's account</a></p>` : ''}
 ${methods.dev ? html`<form method="post" action="/signin/dev">
 <p class="warning">Development sign-in: anyone can be anyone. Never use it in production (INSECURE_DEV_SIGN_IN).</p>
@@ -221,9 +233,12 @@ ${methods.dev ? html`<form method="post" action="/signin/dev">
 ${!methods.oidc && !methods.dev ? html`<p class="error">No sign-in is configured on this server (OIDC_ISSUER, or INSECURE_DEV_SIGN_IN for local use).</p>` : ''}`;
 }
 
-/** A refusal, in words; the link goes back to where the person came from (the approval) when known. */
+/** A refusal, in words; the link goes back to where the person came from (the approval, or their agents) when known. */
 export function errorPage(message: string, backTo?: string): SafeHtml {
-  return html`<h1>That did not work</h1><p class="error" role="alert">${message}</p><p>${backTo ? html`<a href="${backTo}">Back to the request</a>` : html`<a href="/device">Enter a code</a>`}</p>`;
+  const back = !backTo ? html`<a href="/device">Enter a code</a>`
+    : backTo.startsWith(ACCOUNT_PATH) ? html`<a href="${backTo}">Back to your agents</a>`
+      : html`<a href="${backTo}">Back to the request</a>`;
+  return html`<h1>That did not work</h1><p class="error" role="alert">${message}</p><p>${back}</p>`;
 }
 
 export const STYLESHEET = `body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1d1d1f;line-height:1.5}
@@ -238,4 +253,9 @@ fieldset{border:1px solid #ddd;border-radius:.4rem}.capability{margin:.5rem 0}.l
 .actions{display:flex;gap:1rem;margin-top:1rem}code{overflow-wrap:anywhere}
 .hint{color:#555;font-size:.9rem}.warning-inline{color:#8a4b00;font-weight:600}code.unusual{background:#fff4e5}
 ul.limits{margin:.25rem 0 0 1.5rem;padding-left:1rem;color:#444}
+.policy{color:#0b3d91}.notice{background:#e8f5e9;padding:.5rem;border-radius:.4rem}
+section.item{border:1px solid #ddd;border-radius:.4rem;padding:.5rem 1rem;margin:.75rem 0}
+section.item h3{margin:.25rem 0;font-size:1.05rem}ul.grants{padding-left:1.25rem}ul.grants>li{margin:.5rem 0}
+.status{font-weight:600}.status-active{color:#1b5e20}.status-revoked,.status-rejected,.status-denied,.status-claimed{color:#b3261e}
+form.action{margin:.25rem 0}button.small{padding:.2rem .6rem;font-size:.9rem}
 `;

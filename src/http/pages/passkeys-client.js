@@ -1,7 +1,8 @@
-// The approval page's only script (served from /static/passkeys.js; the pages allow no inline
-// script). It runs the WebAuthn ceremonies with @simplewebauthn/browser (/static/simplewebauthn-browser.js)
-// and hands their result to an ordinary form post: the server gave the options in a JSON data
-// block and checks everything itself. Without it, every page but these two ceremonies still works.
+// The pages' only script (served from /static/passkeys.js; the pages allow no inline script). It
+// runs the WebAuthn ceremonies with @simplewebauthn/browser (/static/simplewebauthn-browser.js) and
+// hands their result to an ordinary form post: the server gave the options in a JSON data block and
+// checks everything itself. Without it, every page but these three ceremonies (adding a passkey,
+// approving with one, removing one) still works.
 (function () {
   'use strict';
   var lib = window.SimpleWebAuthnBrowser;
@@ -33,6 +34,20 @@
       }).then(function (response) {
         document.getElementById('passkey-response').value = JSON.stringify(response);
         createButton.form.submit();
+      }).catch(showError);
+    });
+  }
+
+  // Removing a passkey (/account/passkeys/remove): one of the person's passkeys confirms it, and
+  // the form posts that assertion with the passkey to remove.
+  var removal = optionsFrom('passkey-removal-options');
+  var removeButton = document.getElementById('remove-passkey');
+  if (removal && removeButton && lib) {
+    removeButton.addEventListener('click', function (event) {
+      event.preventDefault();
+      lib.startAuthentication({ optionsJSON: removal }).then(function (assertion) {
+        document.getElementById('passkey-assertion').value = JSON.stringify(assertion);
+        removeButton.form.submit();
       }).catch(showError);
     });
   }

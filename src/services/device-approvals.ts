@@ -92,6 +92,7 @@ export interface PageDeps extends ServiceDeps {
 }
 
 const wrongCode = () => new ApiError('invalid_request', 'That code is not valid. Check it against the one your agent shows and try again.');
+const usedCode = () => new ApiError('invalid_request', 'That code was used already, or the agent asked again since (a code works once). Ask your agent for the code it shows now.');
 
 /**
  * The approval a typed code names, for a signed-in person. Every lookup spends a point of this
@@ -105,7 +106,8 @@ export async function findApprovalByCode(deps: PageDeps, session: PersonSession,
   await spendAttempt(deps, 'userCodeSession', sessionKey);
   await spendAttempt(deps, 'userCodeAttempt', clientIp);
   const found = await lookUp(deps, typed);
-  if (!found) throw wrongCode();
+  if (found === 'unknown') throw wrongCode();
+  if (found === 'used') throw usedCode();
   const { snapshot, host } = found;
   if (snapshot.agent.mode !== 'delegated') {
     throw new ApiError('unauthorized', 'This agent acts for no person: an administrator approves it.');
@@ -135,17 +137,24 @@ function signedInPerson(session: PersonSession) {
   return person;
 }
 
-async function lookUp(deps: PageDeps, typed: string) {
+/**
+ * The approval a typed code names: found, `used` (the code was issued here, but its approval was
+ * decided, replaced by a newer request or lapsed: codes work once), or `unknown` (a typo, or a code
+ * never issued). Telling the two apart lets a person who typed right know to ask for a new code;
+ * it tells a guesser nothing a wrong guess would not (the index of a used code expires with its
+ * approval's deadline, and every lookup is counted against the same budgets).
+ */
+async function lookUp(deps: PageDeps, typed: string): Promise<{ snapshot: AgentSnapshot; host: HostRecord } | 'used' | 'unknown'> {
   const lookupKey = deps.userCodes.lookupKey(typed);
-  if (lookupKey === null) return null;
+  if (lookupKey === null) return 'unknown';
   const agentId = await deps.store.findAgentIdByUserCode(lookupKey);
-  if (agentId === null) return null;
+  if (agentId === null) return 'unknown';
   const snapshot = await deps.store.getAgent(agentId);
   const approval = snapshot?.agent.approval;
   // The index outlives a decided or replaced approval: the code must be the current approval's.
-  if (!snapshot || !approval || approval.expiresAtMs <= deps.clock.nowMs() || !deps.userCodes.matches(typed, approval.id)) return null;
+  if (!snapshot || !approval || approval.expiresAtMs <= deps.clock.nowMs() || !deps.userCodes.matches(typed, approval.id)) return 'used';
   const host = await deps.store.getHost(snapshot.agent.hostId);
-  return host ? { snapshot, host } : null;
+  return host ? { snapshot, host } : 'used';
 }
 
 export interface PageDecision {

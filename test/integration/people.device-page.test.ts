@@ -73,6 +73,12 @@ describe.each(['memory', 'redis'] as const)('the approval page (%s store)', (sto
     expect(denied.text).toContain('You denied');
     expect((await c.status(agent.host, agent.id)).json.status).toBe('rejected');
     expect(code(await c.hostPost('/agent/device/code', agent.host, { agent_id: agent.id }))).toBe('403 access_denied');
+    // The same code again is told apart from a mistyped one: it was used, and a new one is needed.
+    const again = await browser.request('GET', `/device?user_code=${userCode}`);
+    expect(again.status).toBe(400);
+    expect(again.text).toContain('That code was used already, or the agent asked again since (a code works once). Ask your agent for the code it shows now.');
+    const typo = await browser.request('GET', '/device?user_code=BCDF-GHJK');
+    expect(typo.text).toContain('That code is not valid. Check it against the one your agent shows and try again.');
   });
 
   it('every string the agent chose is shown as text, never as markup', async () => {

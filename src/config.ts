@@ -259,12 +259,86 @@ export class ConfigError extends Error {
   }
 }
 
+// ---- problems in words -------------------------------------------------------------------------
+// zod's own messages name a symptom of the parse ("expected number, received NaN") and a path into
+// it (`MODES.1`); an operator needs the variable, the value it holds and what it must be instead.
+
+/** Variables whose values are never repeated in a message: tokens, keys, and URLs that may hold a password. */
+const SECRET_VARIABLE = /TOKEN|SECRET|PASSWORD|_KEY$|_URL$/;
+/** How much of a value a message repeats. */
+const SHOWN_VALUE_CHARS = 40;
+
+/** The value as given, quoted and escaped (a control character cannot act on a terminal); undefined for a secret. */
+function quoted(variable: string, value: string | undefined): string | undefined {
+  if (value === undefined || SECRET_VARIABLE.test(variable)) return undefined;
+  const cut = value.length > SHOWN_VALUE_CHARS ? `${value.slice(0, SHOWN_VALUE_CHARS)}…` : value;
+  return JSON.stringify(cut).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** A numeric variable's bounds, read from its schema, so a message states the range it checks. */
+function numberBounds(variable: string): { min: number | undefined; max: number | undefined } {
+  let type: unknown = (schema.shape as Record<string, unknown>)[variable];
+  for (let depth = 0; depth < 4 && type !== undefined && !(type instanceof z.ZodNumber); depth++) {
+    type = (type as { _zod?: { def?: { innerType?: unknown } } })._zod?.def?.innerType;
+  }
+  if (!(type instanceof z.ZodNumber)) return { min: undefined, max: undefined };
+  const bounded = (n: number | null) => (n === null || !Number.isFinite(n) || Math.abs(n) >= Number.MAX_SAFE_INTEGER ? undefined : n);
+  return { min: bounded(type.minValue), max: bounded(type.maxValue) };
+}
+
+function wholeNumberText(variable: string): string {
+  const { min, max } = numberBounds(variable);
+  if (min !== undefined && max !== undefined) return `a whole number from ${min} to ${max}`;
+  if (min !== undefined) return `a whole number of at least ${min}`;
+  return max !== undefined ? `a whole number of at most ${max}` : 'a whole number';
+}
+
+/** One problem as `VARIABLE: what it must be, not "what it is"`. */
+function problemText(issue: z.core.$ZodIssue, env: Record<string, string | undefined>): string {
+  const variable = typeof issue.path[0] === 'string' ? issue.path[0] : '(root)';
+  const raw = env[variable];
+  const given = quoted(variable, raw);
+  const not = given === undefined ? '' : `, not ${given}`;
+  switch (issue.code) {
+    case 'invalid_type':
+      if (issue.expected === 'number' || issue.expected === 'int') return `${variable}: must be ${wholeNumberText(variable)}${not}`;
+      break;
+    case 'too_small':
+    case 'too_big':
+      if (issue.origin === 'number') return `${variable}: must be ${wholeNumberText(variable)}${not}`;
+      if (issue.origin === 'array') return `${variable}: must list at least one value${not}`;
+      if (issue.origin === 'string' && issue.message.startsWith('Too ')) {
+        return issue.code === 'too_small'
+          ? `${variable}: must be at least ${String(issue.minimum)} characters long`
+          : `${variable}: must be at most ${String(issue.maximum)} characters long`;
+      }
+      break;
+    case 'invalid_value': {
+      const values = issue.values.map(String);
+      if (values.includes('true') && values.includes('false')) return `${variable}: must be true or false (also 1/0, yes/no, on/off)${not}`;
+      const index = issue.path[1];
+      if (typeof index === 'number' && raw !== undefined) {
+        // An entry of a comma-separated list (MODES, ALGORITHMS): name the entry, not its index.
+        const entry = raw.split(',').map((x) => x.trim()).filter(Boolean)[index];
+        return `${variable}: ${quoted(variable, entry) ?? 'an entry'} is not one of ${values.join(', ')}; give a comma-separated list of them`;
+      }
+      return `${variable}: must be one of ${values.join(', ')}${not}`;
+    }
+    case 'invalid_format':
+      if (issue.message.startsWith('Invalid')) return `${variable}: must be a valid ${issue.format === 'url' ? 'http:// or https:// URL' : issue.format}${not}`;
+      break;
+    default:
+      break;
+  }
+  return `${variable}: ${issue.message}`;
+}
+
 /** Parses the environment; throws ConfigError listing every problem. Empty strings count as unset. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(present);
   if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+    throw new ConfigError(parsed.error.issues.map((issue) => problemText(issue, present)));
   }
   const raw = parsed.data;
   // A host name, not 127.0.0.1: WebAuthn never accepts an IP address as relying-party id, so with

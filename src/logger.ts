@@ -7,6 +7,7 @@
 // written to stdout in batches (BatchedStdout), and the ISO time is formatted once per second
 // (isoTime); bench/RESULTS.md has what they cost.
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
+import { currentRequestContext } from './request-context.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
@@ -59,10 +60,33 @@ export function createLogger(level: LogLevel, write?: (line: string) => void): L
       // rewrite them (`type` for `name`, causes folded into the stack), so it is replaced.
       serializers: { err: (value: unknown) => value },
       redact: { paths: [...REDACTED_PATHS], censor: REDACTED },
+      mixin: requestIdOfLine,
+      mixinMergeStrategy: withRequestId,
     },
     destination,
   );
   return wrap(base, stdout);
+}
+
+/** What requestIdOfLine answers when a line needs nothing added (compared by identity, never changed). */
+const NOTHING_TO_ADD: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/**
+ * Every line written while a request is handled names its request id. A 500 is explained by the
+ * line that logged its cause, deep in a service or the store guard, which knows nothing of HTTP;
+ * the id comes from the request's context (src/request-context.ts), so no caller has to pass it
+ * and the cause can be found from the `request_id` the client was given. A line that names one
+ * itself (the access line) keeps its own.
+ */
+function requestIdOfLine(fields: object): Record<string, unknown> {
+  if ((fields as { requestId?: unknown }).requestId !== undefined) return NOTHING_TO_ADD;
+  const context = currentRequestContext();
+  return context === undefined ? NOTHING_TO_ADD : { requestId: context.requestId };
+}
+
+/** pino's merge without its copy when there is nothing to add: the access line, outside requests. */
+function withRequestId(fields: object, added: object): object {
+  return added === NOTHING_TO_ADD ? fields : Object.assign(added, fields);
 }
 
 /** Our interface over pino; warnings and errors leave at once rather than with the next batch. */

@@ -145,6 +145,14 @@ export function refusalSummary(fields: RefusalKeyFields, count: number, firstMs:
   return { ...fields, count, first_at: new Date(firstMs).toISOString(), last_at: new Date(lastMs).toISOString(), window_ms: windowMs };
 }
 
+/**
+ * The families of the trail's event types (the part before the dot): a `type` filter outside them
+ * matches nothing, ever, so GET /admin/audit refuses it with the list rather than answer an empty
+ * page that reads as "nothing happened". test/unit/errors.newcomer.test.ts checks that every type
+ * the code records belongs to one of them.
+ */
+export const AUDIT_EVENT_FAMILIES = ['admin', 'agent', 'approval', 'audit', 'capability', 'execute', 'grant', 'host', 'operators', 'passkey', 'policy'] as const;
+
 // ---- reading -------------------------------------------------------------------------------------
 
 /** What GET /admin/audit filters by; every given filter must match. */

@@ -44,11 +44,14 @@ export function agentRefusal(agent: AgentRecord, sessionExpiresAtMs: number | nu
   const host = hostRefusal(agent.hostStatus, false);
   if (host) return host;
   const effective = effectiveStatus(agent, sessionExpiresAtMs, nowMs);
-  return statusRefusal(effective);
+  return statusRefusal(effective, agent.id);
 }
 
-/** The error for an agent status other than active (also used by reactivation). */
-export function statusRefusal(effective: EffectiveStatus): ApiError | null {
+/**
+ * The error for an agent status other than active (also used by reactivation). `agentId`, when
+ * known, is named in the message where the caller has something to do with it.
+ */
+export function statusRefusal(effective: EffectiveStatus, agentId?: string): ApiError | null {
   switch (effective.status) {
     case 'active':
       return null;
@@ -59,12 +62,24 @@ export function statusRefusal(effective: EffectiveStatus): ApiError | null {
     case 'expired':
       return new ApiError('agent_expired', 'the agent session has expired; reactivate it with POST /agent/reactivate');
     case 'pending':
-      return new ApiError('agent_pending', 'the agent awaits approval');
+      return new ApiError('agent_pending', pendingMessage(agentId));
     case 'rejected':
       return new ApiError('agent_rejected', 'the agent registration was denied');
     case 'claimed':
       return new ApiError('agent_claimed', 'the agent was claimed by a user; register a new agent');
   }
+}
+
+/**
+ * What a pending agent's caller should do: nothing but wait for the person, polling the status
+ * endpoint (protocol §4.5) at the approval's interval; the person decides at the link (or with the
+ * code) registration answered.
+ */
+function pendingMessage(agentId: string | undefined): string {
+  const status = agentId === undefined ? 'GET /agent/status?agent_id=…' : `GET /agent/status?agent_id=${encodeURIComponent(agentId)}`;
+  return `${agentId === undefined ? 'the agent' : `agent ${agentId}`} is waiting for a person's approval: `
+    + `they approve it at the verification_uri_complete (or with the user_code) its registration answered; `
+    + `the host polls ${status} until it is active, then calls again`;
 }
 
 export interface LifetimeSettings {

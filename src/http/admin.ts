@@ -1,11 +1,12 @@
 // The admin API (DESIGN §8), guarded by a bearer token (ADMIN_TOKEN). Without a token configured
 // every admin route answers 403: the API is off. Every call, refused or not, is recorded in the
-// audit trail (`admin.call`: method, path, status; never the body or the token), and the trail is
-// read here (GET /admin/audit).
+// audit trail (`admin.call`: method, path, status; never the body or the token), except a read of
+// the trail that succeeded (docs/stances.md, "Reads of the audit trail"); the trail is read here
+// (GET /admin/audit).
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { requireAdminToken } from '../auth/operator-tokens.ts';
-import { AUDIT_ID_PATTERN, parseAuditTime } from '../domain/audit.ts';
+import { AUDIT_EVENT_FAMILIES, AUDIT_ID_PATTERN, parseAuditTime } from '../domain/audit.ts';
 import { ApiError, isApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
 import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, auditTimeSlackMs, queryAudit } from '../services/audit-query.ts';
@@ -34,10 +35,23 @@ const auditTime = z.string().max(40).transform((text, ctx) => {
   if (ms === null) ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 time or epoch milliseconds' });
   return ms ?? 0;
 }).describe('inclusive: ISO 8601 (a date, or a date and time) or epoch milliseconds');
+
+const auditType = z.string().min(1).max(64)
+  .regex(/^[a-z_]+(?:\.[a-z_]+)*$/, 'must be an event type (execute.refused) or its family (execute)')
+  .superRefine((type, ctx) => {
+    const family = type.split('.')[0] ?? '';
+    if ((AUDIT_EVENT_FAMILIES as readonly string[]).includes(family)) return;
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(type)} names no event type: a type is a family and a name (execute.refused), `
+        + `or a family alone (execute matches execute.allowed and execute.refused); the families are ${AUDIT_EVENT_FAMILIES.join(', ')}`,
+    });
+  });
+
 export const auditQuerySchema = z.object({
   agent_id: z.string().min(1).max(128).optional(),
   host_id: z.string().min(1).max(128).optional(),
-  type: z.string().min(1).max(64).regex(/^[a-z_]+(?:\.[a-z_]+)*$/, 'must be an event type (execute.refused) or its family (execute)').optional()
+  type: auditType.optional()
     .describe('an event type (execute.refused), or a family: the part before the dot (execute)'),
   since: auditTime.optional(),
   until: auditTime.optional(),
@@ -202,14 +216,21 @@ function requireAdmin(deps: ServiceDeps) {
 const AGENT_PATH = /^\/admin\/agents\/([^/]{1,128})/;
 const HOST_PATH = /^\/admin\/hosts\/([^/]{1,128})/;
 
+// Case-insensitive, as Express routes.
+const AUDIT_READ_PATH = /^\/admin\/audit\/?$/i;
+
 /**
  * One `admin.call` event per admin request, when it ends (answered, or its client gone): method,
  * path (without the query), status, the refusal's code, and the agent or host the path names. A
  * call whose token did not verify is capped (services/audit-log.ts): anyone can send one.
+ * A read of the trail that succeeded is no event (docs/stances.md, "Reads of the audit trail"): a
+ * follower polling every 2 s would otherwise fill the trail with its own reads. It is still
+ * counted (agentgate_http_requests_total, route /admin/audit) and has its access line.
  */
 function recordAdminCall(deps: ServiceDeps, req: Request, res: Response): void {
   const path = req.originalUrl.split('?')[0] ?? '';
   const status = res.statusCode;
+  if ((req.method === 'GET' || req.method === 'HEAD') && status < 400 && AUDIT_READ_PATH.test(path)) return;
   const named = (pattern: RegExp) => {
     const match = pattern.exec(path)?.[1];
     try {

@@ -3,6 +3,7 @@
 // JWT verification, Redis call or policy decision.
 import { z } from 'zod';
 import { batchCallId, firstDuplicateId, MAX_BATCH_CALLS, MAX_BATCH_ID_LENGTH } from '../domain/batch.ts';
+import { jsonText } from '../domain/consent-text.ts';
 
 export const MAX_ARGUMENTS = 256;
 const id = z.string().min(1).max(128);
@@ -42,21 +43,40 @@ export const requestCapabilityBodySchema = z.object({
   ...approvalHints,
 });
 
-export const executeBodySchema = z.object({
-  capability: capabilityName,
-  arguments: argumentsSchema.optional(),
+/** Unknown members named in a refusal at most; the rest are counted. */
+const MAX_NAMED_MEMBERS = 5;
+
+/**
+ * The refusal of a member a call's body does not know. Execute bodies are closed because a
+ * misspelt member is silently ignored otherwise: `{capability, args}` would run the capability
+ * with no arguments at all. Names are escaped as the consent text escapes them (look-alikes).
+ */
+const closedMembers = (what: string, known: readonly string[]) => ({
+  error: (issue: { code?: string; keys?: readonly string[] }) => {
+    if (issue.code !== 'unrecognized_keys' || !issue.keys) return undefined;
+    const keys = issue.keys;
+    const named = keys.slice(0, MAX_NAMED_MEMBERS).map((key) => jsonText(key.slice(0, 64))).join(', ');
+    const more = keys.length > MAX_NAMED_MEMBERS ? ` and ${keys.length - MAX_NAMED_MEMBERS} more` : '';
+    const hint = keys.includes('args') && known.includes('arguments') ? ' (the arguments go in `arguments`)' : '';
+    return `unknown member${keys.length === 1 ? '' : 's'} ${named}${more}; ${what} takes only ${known.join(', ')}${hint}`;
+  },
 });
 
-const batchItemSchema = z.object({
+export const executeBodySchema = z.strictObject({
+  capability: capabilityName,
+  arguments: argumentsSchema.optional(),
+}, closedMembers('execute', ['capability', 'arguments']));
+
+const batchItemSchema = z.strictObject({
   id: z.string().min(1).max(MAX_BATCH_ID_LENGTH).optional().describe('echoed in the response; default: the item\'s index as a string'),
   capability: capabilityName,
   arguments: argumentsSchema.optional(),
-});
+}, closedMembers('a batch item', ['id', 'capability', 'arguments']));
 
 /** Every item is checked here, so one malformed item refuses the whole batch before any verification. */
-export const batchExecuteBodySchema = z.object({
+export const batchExecuteBodySchema = z.strictObject({
   requests: z.array(batchItemSchema).min(1).max(MAX_BATCH_CALLS),
-}).superRefine((body, ctx) => {
+}, closedMembers('batch execute', ['requests'])).superRefine((body, ctx) => {
   const index = firstDuplicateId(body.requests);
   if (index >= 0) {
     const id = batchCallId(body.requests[index]!.id, index);

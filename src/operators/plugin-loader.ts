@@ -77,6 +77,21 @@ function messageFor(key: PropertyKey | undefined): string {
 
 
 /**
+ * Why a plugin file could not be imported. A Node without type stripping (Node 20, which runs the
+ * built server: README, "Runtime") refuses a `.ts` file with ERR_UNKNOWN_FILE_EXTENSION, and the
+ * default PLUGINS_DIR holds the TypeScript sources; `npm run build` compiles them to dist/plugins.
+ */
+export function loadFailureText(path: string, err: unknown, nodeVersion: string = process.version): string {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && /\.m?ts$/.test(path)) {
+    return `Node ${nodeVersion} cannot load TypeScript files (ERR_UNKNOWN_FILE_EXTENSION). `
+      + 'Run agentgate on Node 24 (npm start), or run the built server with PLUGINS_DIR=dist/plugins, '
+      + 'where npm run build puts the compiled plugins (PLUGINS_DIR=dist/plugins node dist/src/main.js)';
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
  * Imports every plugin of `directory`. A file's modification time is part of its import URL, so a
  * reload after an edit loads the new code instead of Node's cached module.
  */
@@ -92,7 +107,7 @@ export async function loadPlugins(directory: string): Promise<OperatorDefinition
       url = `${pathToFileURL(path).href}?version=${Math.trunc(mtimeMs * 1000)}-${size}`;
       module = (await import(url)) as Record<string, unknown>;
     } catch (err) {
-      throw new PluginLoadError(`${path}: cannot be loaded: ${(err as Error).message}`);
+      throw new PluginLoadError(`${path}: cannot be loaded: ${loadFailureText(path, err)}`);
     }
     definitions.push(definitionFrom(module, path, url));
   }

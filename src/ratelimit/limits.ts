@@ -124,8 +124,11 @@ export class RateLimits {
         const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
         throw new ApiError('rate_limited', `too many requests; retry after ${retryAfterSeconds} s`, undefined, { 'Retry-After': String(retryAfterSeconds) });
       }
-      this.logger.error('rate limiter unavailable; refusing', { limit: name, err: rejection });
-      throw new ApiError('service_unavailable', 'rate limiting is unavailable; retry later');
+      // Only a Redis-backed limiter fails this way (the in-process one answers or refuses), and
+      // then the cause is the store's: the message says so in /readyz's words (src/http/health.ts),
+      // so a client and an operator name the same thing rather than a symptom of it.
+      this.logger.error('the redis store cannot be reached to count a rate limit; refusing', { limit: name, err: rejection });
+      throw new ApiError('service_unavailable', 'the redis store cannot be reached (it keeps the rate limits); retry later');
     }
   }
 }

@@ -192,7 +192,10 @@ export async function decideCall(
     throw new ApiError('capability_not_granted', 'the JWT capabilities claim does not include this capability');
   }
   const capability = deps.catalog.get(request.capability);
-  if (!capability) throw new ApiError('capability_not_found', 'no capability has this name');
+  if (!capability) {
+    // Named (escaped, so a look-alike shows as one) as registration names the capabilities it refuses.
+    throw new ApiError('capability_not_found', `no capability is named ${jsonText(request.capability)} on this server; GET /capability/list names those there are`);
+  }
   const active = activeGrants(grants, request.capability, nowMs);
   const args = validatedArguments(capability, request.arguments);
   const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];

@@ -285,6 +285,20 @@ describe('the agentgate command-line tool', () => {
     expect(stray.code).toBe(2);
   });
 
+  it('register --host-name and --reason: the person who approves sees the host by its name and the reason, not "a host that gave no name"', async () => {
+    await Promise.all([keygen('named-host'), keygen('named-agent')]);
+    const run = await cli('register', '--host-key', 'named-host.private.jwk.json', '--agent-key', 'named-agent.public.jwk.json',
+      '--name', 'mailer', '--host-name', 'build-server', '--reason', 'sends the nightly report', '--capability', 'echo', '--json');
+    expect(run.code, run.stderr).toBe(0);
+    const registered = json(run);
+    const host = await cli('hosts', 'show', registered.host_id);
+    expect(host.code, host.stderr).toBe(0);
+    expect(host.stdout).toMatch(/^name +build-server$/m);
+    const waiting = json(await cli('approvals', 'list', '--json')).approvals.find((a: { agent_id: string }) => a.agent_id === registered.agent_id);
+    expect(waiting.capabilities).toEqual([expect.objectContaining({ capability: 'echo', reason: 'sends the nightly report' })]);
+    expect((await cli('register', '--help')).stdout).toMatch(/--host-name NAME[\s\S]*--reason TEXT/);
+  });
+
   it('approvals list shows who waits, with the code and expiry; --json is the server\'s list', async () => {
     const registered = await registerPending('waiter', ['echo', 'weather_lookup']);
     const table = await cli('approvals', 'list');
@@ -398,9 +412,12 @@ describe('the agentgate command-line tool', () => {
     expect(list.stdout).toMatch(/^regex +plugin +regex\.ts +/m);
     expect(json(await cli('operators', 'list', '--json'))).toEqual((await c.admin('GET', '/admin/operators')).json);
 
+    // The count is the one this server reports for the plugins directory it loaded, never a number
+    // written here: a plugin added to plugins/ as plugins/README.md shows must keep this test green.
+    const loaded = (await c.admin('GET', '/admin/operators')).json.operators.length as number;
     const reload = await cli('operators', 'reload');
     expect(reload.code).toBe(0);
-    expect(reload.stdout).toMatch(/^9 operators loaded:\n {2}eq\n/);
+    expect(reload.stdout).toMatch(new RegExp(`^${loaded} operators loaded:\\n {2}eq\\n`));
     expect(json(await cli('operators', 'reload', '--json')).operators).toContain('cidr');
   });
 
@@ -524,6 +541,43 @@ describe('the agentgate command-line tool', () => {
       expect(lines.length).toBeGreaterThan(body.events.length);
       expect(new Set(lines.map((e) => e.id)).size).toBe(lines.length);
       expect(lines.every((e) => e.agent_id === registered.agent_id)).toBe(true);
+    });
+
+    it('following the trail adds nothing to it: its successful reads are not events (docs/stances.md, "Reads of the audit trail")', async () => {
+      const since = new Date(Date.now() - 1).toISOString();
+      const printedPaths = () => followed.stdout().split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { path: string }).path);
+      const until = async (done: () => boolean) => {
+        const deadline = Date.now() + 10_000;
+        while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      };
+      // Admin calls that are events, before and while it follows, so its output shows it polled.
+      expect((await c.admin('GET', '/admin/policy')).status).toBe(200);
+      const followed = startCli(['audit', 'tail', '--follow', '--type', 'admin.call', '--interval-ms', '100', '--json'], env, dir);
+      await until(() => printedPaths().includes('/admin/policy'));
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await c.admin('GET', '/admin/operators')).status).toBe(200);
+      await until(() => printedPaths().includes('/admin/operators'));
+      followed.child.kill('SIGTERM');
+      const ended = await followed.done;
+      expect(ended.code, ended.stderr).toBe(0);
+      expect(printedPaths()).toEqual(expect.arrayContaining(['/admin/policy', '/admin/operators']));
+      expect(printedPaths()).not.toContain('/admin/audit');
+      const calls = (await c.admin('GET', `/admin/audit?type=admin.call&since=${encodeURIComponent(since)}&limit=500`)).json.events as Array<{ path: string; status: number }>;
+      expect(calls.filter((e) => e.path === '/admin/audit')).toEqual([]);
+      // A refused read is still recorded: that is what someone probing the trail leaves behind.
+      expect((await cliWith({ AGENTGATE_ADMIN_TOKEN: 'not-the-admin-token-at-all' }, 'audit', 'tail')).code).toBe(1);
+      const after = (await c.admin('GET', `/admin/audit?type=admin.call&since=${encodeURIComponent(since)}&limit=500`)).json.events as Array<{ path: string; status: number }>;
+      expect(after.filter((e) => e.path === '/admin/audit')).toEqual([expect.objectContaining({ status: 403, outcome: 'refused', code: 'unauthorized' })]);
+    });
+
+    it('a --type that names no event type (exec) is refused with the families there are, not answered with nothing (exit 1)', async () => {
+      const run = await cli('audit', 'tail', '--type', 'exec');
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toMatch(/^error: invalid_request: type: "exec" names no event type: .*execute matches execute\.allowed and execute\.refused.*the families are admin, agent, .*execute/m);
+      const followed = await cli('audit', 'tail', '--follow', '--type', 'exec');
+      expect(followed.code).toBe(1);
+      expect(followed.stderr).toContain('names no event type');
     });
   });
 

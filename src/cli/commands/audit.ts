@@ -97,13 +97,14 @@ export const auditCommands: CommandSpec[] = [
     summary: 'Show recent audit events, or follow new ones as they happen',
     details: 'Without --follow: one page of events (the server picks which; the newest, for a tail), printed oldest first. '
       + 'With --follow: polls until interrupted (Ctrl-C ends it with exit 0); with --json, one event per line (JSON Lines). '
-      + 'A server without the audit API answers 404: "this server has no audit API" (exit 1).',
+      + 'A server without the audit API answers 404: "this server has no audit API" (exit 1). '
+      + 'Successful reads of the trail are not recorded in it, so following it adds nothing to it.',
     args: [],
     options: {
       follow: { type: 'boolean', short: 'f', description: 'keep polling and print new events until interrupted' },
       agent: { type: 'string', valueName: 'ID', description: "only this agent's events" },
       host: { type: 'string', valueName: 'ID', description: "only this host's events" },
-      type: { type: 'string', valueName: 'TYPE', description: 'only events of this type' },
+      type: { type: 'string', valueName: 'TYPE', description: 'only events of this type (execute.refused) or family (execute); the server refuses one that names no type' },
       limit: { type: 'string', valueName: 'N', description: `events per request (1-${MAX_LIMIT}; default ${DEFAULT_LIMIT})` },
       'interval-ms': { type: 'string', valueName: 'MS', description: `how often --follow polls (default ${DEFAULT_INTERVAL_MS})` },
     },

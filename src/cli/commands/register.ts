@@ -44,10 +44,13 @@ export const registerCommand: CommandSpec = {
     mode: { type: 'string', valueName: 'MODE', description: 'delegated (acts for a person; default) or autonomous' },
     capability: { type: 'string', multiple: true, valueName: 'CAPABILITY', description: 'a capability to ask for (repeatable)' },
     constraints: { type: 'string', valueName: 'JSON', description: 'constraints per capability: {"transfer_money": {"amount": {"max": 100}}}' },
+    'host-name': { type: 'string', valueName: 'NAME', description: "the host's name, shown to the person who approves (kept when this registration creates the host)" },
+    reason: { type: 'string', valueName: 'TEXT', description: 'why the agent needs its capabilities, shown to the person who approves' },
   },
   admin: false,
   examples: [
     'agentgate register --host-key host.private.jwk.json --agent-key agent.private.jwk.json --name mailer --capability echo',
+    `agentgate register --host-key host.private.jwk.json --agent-key agent.public.jwk.json --name mailer --host-name build-server --capability echo --reason 'to send the nightly report'`,
     `agentgate register --host-key host.private.jwk.json --agent-key agent.public.jwk.json --name payer --capability transfer_money --constraints '{"transfer_money":{"amount":{"max":100}}}'`,
   ],
   async run(ctx) {
@@ -68,9 +71,16 @@ export const registerCommand: CommandSpec = {
     });
     const token = await signJwt(claims, 'host+jwt', signingKey, hostKey.alg);
     const url = endpointUrl(ctx.http, discovery.endpoints?.register, '/agent/register');
+    // The approval page names the host by `host_name` ("a host that gave no name" without one) and
+    // shows `reason`; the server records the name only when this registration creates the host.
+    const hostName = stringOption(ctx.values, 'host-name');
+    const reason = stringOption(ctx.values, 'reason');
     const answer = await ctx.http.send('POST', url, {
       token,
-      json: { name: stringOption(ctx.values, 'name')!, mode, ...(capabilities.length > 0 ? { capabilities } : {}) },
+      json: {
+        name: stringOption(ctx.values, 'name')!, mode, ...(capabilities.length > 0 ? { capabilities } : {}),
+        ...(hostName !== undefined ? { host_name: hostName } : {}), ...(reason !== undefined ? { reason } : {}),
+      },
     });
     printAnswer(ctx, answer, (agent) => {
       const waiting = agent.status === 'pending' && isRecord(agent.approval)

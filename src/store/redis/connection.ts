@@ -105,9 +105,56 @@ export function openConnection(options: RedisStoreOptions, role: 'commands' | 's
     ? openCluster(options.clusterNodes, redisOptions, role === 'commands')
     : new Redis(options.url, redisOptions);
   // Without a listener ioredis prints every reconnect error to the console; commands already
-  // reject on their own, so the errors go to the caller's hook (if any) and nowhere else.
-  connection.on('error', (error: Error) => options.onConnectionError?.(error));
+  // reject on their own, so the errors go to the caller's hook (if any) and nowhere else, in our
+  // words (the driver's error stays reachable as the cause).
+  const target = describeTarget(options);
+  connection.on('error', (error: Error) => options.onConnectionError?.(new RedisConnectionError(target, error)));
   return connection;
+}
+
+/**
+ * A Redis connection's failure in agentgate's words: where, what happened, and the code or class
+ * that identifies it. ioredis's own messages speak to its maintainers ("Please report this.", a
+ * "Connection is closed." that reads as "Connection is closed.." once a sentence follows it), so
+ * what reaches agentgate's log is this message; the driver's error is the `cause`.
+ */
+export class RedisConnectionError extends Error {
+  /** The system error code (ECONNREFUSED), the Redis error code (WRONGPASS) or the driver's error class. */
+  readonly code: string;
+
+  constructor(target: string, error: unknown) {
+    const { what, code } = describeRedisFailure(error);
+    super(`${target} ${what} (${code})`, { cause: error });
+    this.name = 'RedisConnectionError';
+    this.code = code;
+  }
+}
+
+const SYSTEM_FAILURES: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'refused the connection: nothing listens at that address',
+  ECONNRESET: 'closed the connection',
+  EPIPE: 'closed the connection',
+  ETIMEDOUT: 'did not answer in time',
+  EHOSTUNREACH: 'cannot be reached on the network',
+  ENETUNREACH: 'cannot be reached on the network',
+  ENOTFOUND: 'has a host name that does not resolve',
+  EAI_AGAIN: 'has a host name that could not be resolved now',
+};
+
+/** What a failure of Redis or of the connection to it means, and the code that names it. */
+export function describeRedisFailure(error: unknown): { what: string; code: string } {
+  if (!(error instanceof Error)) return { what: 'failed', code: typeof error };
+  const system = (error as NodeJS.ErrnoException).code;
+  if (typeof system === 'string' && SYSTEM_FAILURES[system] !== undefined) return { what: SYSTEM_FAILURES[system], code: system };
+  if (error instanceof DeadlineError || /Command timed out/.test(error.message)) return { what: 'did not answer in time', code: 'timeout' };
+  if (error.message.startsWith('Connection is closed')) return { what: 'closed the connection', code: 'connection_closed' };
+  if (/Stream isn't writeable|enableOfflineQueue/.test(error.message)) return { what: 'is not connected: commands are refused until the connection is back', code: 'not_connected' };
+  if (error.name === 'MaxRetriesPerRequestError') return { what: 'did not answer before the connection was lost', code: error.name };
+  if (error.name === 'ParserError') return { what: 'sent a reply that is not Redis protocol (is it a Redis server?); the connection is reset', code: error.name };
+  const reply = /^([A-Z]{3,})\b/.exec(error.message)?.[1];
+  if (reply === 'NOAUTH' || reply === 'WRONGPASS') return { what: 'refused the credentials: check the user and password in REDIS_URL', code: reply };
+  if (reply !== undefined) return { what: 'answered with an error', code: reply };
+  return { what: 'failed', code: typeof system === 'string' ? system : error.name };
 }
 
 /**
@@ -117,16 +164,26 @@ export function openConnection(options: RedisStoreOptions, role: 'commands' | 's
 export async function connectAndCheck(connection: RedisConnection, options: RedisStoreOptions): Promise<void> {
   const target = describeTarget(options);
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  // A failed connect rejects with ioredis's "Connection is closed."; the socket's own error (a
+  // refused connection, a name that does not resolve) came first, as an 'error' event, and says why.
+  let socketError: unknown;
+  const noteSocketError = (error: unknown) => {
+    socketError ??= error;
+  };
+  connection.on('error', noteSocketError);
   try {
     // A cluster connects to several nodes and reads the slot map, so it gets a few timeouts' worth.
     await within(connection.connect(), connectTimeoutMs * (options.clusterNodes ? 3 : 1) + 500, 'connecting');
     await connection.ping();
   } catch (error) {
     connection.disconnect();
+    const { what, code } = describeRedisFailure(socketError ?? error);
     throw new Error(
-      `cannot connect to ${target}: ${(error as Error).message}. Check the Redis URL (REDIS_URL) and that Redis is running and reachable.`,
+      `cannot connect to ${target}: it ${what} (${code}). Check the Redis URL (REDIS_URL) and that Redis is running and reachable.`,
       { cause: error },
     );
+  } finally {
+    connection.off('error', noteSocketError);
   }
   const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
   for (const node of nodes) {

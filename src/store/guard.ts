@@ -56,7 +56,7 @@ export function failClosedStore(store: Store, logger: Logger, options: GuardOpti
             }
             metrics.storeCallFailure(call, 'unavailable');
             logger.error('storage unavailable; refusing', { call, err });
-            throw new ApiError('service_unavailable', 'storage is unavailable; retry later');
+            throw new ApiError('service_unavailable', `the ${target.kind} store cannot be reached; retry later`);
           } finally {
             if (timed) {
               const durationMs = performance.now() - startedAt;

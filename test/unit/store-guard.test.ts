@@ -43,7 +43,8 @@ describe('the store guard', () => {
   it('an outage is counted as unavailable and answered 503; any other failure is counted as error and passes through', async () => {
     const metrics = new PrometheusMetrics();
     const outage = failClosedStore(fakeStore(0, new Outage('down')), createLogger('silent'), { metrics });
-    await expect(outage.getAgent('agt_1')).rejects.toMatchObject({ code: 'service_unavailable' });
+    // The answer names what cannot be reached (the store), as /readyz does, not a symptom.
+    await expect(outage.getAgent('agt_1')).rejects.toMatchObject({ code: 'service_unavailable', message: expect.stringMatching(/^the (redis|memory) store cannot be reached; retry later$/) });
     const bug = new TypeError('a bug');
     const broken = failClosedStore(fakeStore(0, bug), createLogger('silent'), { metrics });
     await expect(broken.getAgent('agt_1')).rejects.toBe(bug);

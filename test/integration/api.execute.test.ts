@@ -83,12 +83,11 @@ describe('handlers', () => {
 
   it('an upstream failure, timeout or oversized answer is 500 internal_error without upstream detail', async () => {
     const agent = await c.activeAgent(['broken', 'slow', 'huge']);
+    // `slow` answers 200 after 2 s: the 500 shows its 300 ms handler timeout cut it (no clock needed).
     for (const capability of ['broken', 'slow', 'huge']) {
-      const started = Date.now();
       const res = await c.execute(agent, capability, {});
       expect(code(res), capability).toBe('500 internal_error');
       expect(res.text).not.toContain('hunter2');
-      expect(Date.now() - started).toBeLessThan(1500);
     }
   });
 });

@@ -1,11 +1,9 @@
 // /healthz and /readyz (issue 17 point 4), on a real server: liveness never depends on Redis, so an
 // orchestrator does not restart every instance during a Redis outage; readiness says what is wrong,
 // in the error body every other refusal uses, so traffic goes elsewhere until it is fixed.
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAgentgate, WITH_SERVERS_TIMEOUT_MS } from '../support/agentgate-process.ts';
 import { http } from '../support/client.ts';
-import { freePort, startupLine } from '../support/net.ts';
-import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -65,15 +63,10 @@ describe('health while Redis is frozen', () => {
 
 describe('the start-up line', () => {
   it('src/main.ts says in one line which store, policy, operators, approval methods, sign-in and admin API state are in force', async () => {
-    const port = await freePort();
-    const child = spawn(process.execPath, ['src/main.ts'], {
-      env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), HOST: '127.0.0.1', REDIS_URL: '', ADMIN_TOKEN: '', POLICY_WATCH: 'false', LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
+    const server = await startAgentgate({ env: { ADMIN_TOKEN: '' } });
     try {
-      const line = await startupLine(child);
-      expect(line).toMatchObject({
-        port,
+      expect(server.startup).toMatchObject({
+        port: server.port,
         store: 'memory (nothing survives a restart)',
         policy: { sha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
         operators: { builtin: expect.arrayContaining(['eq']), plugins: expect.any(Array) },
@@ -82,7 +75,7 @@ describe('the start-up line', () => {
         adminApi: 'off (ADMIN_TOKEN is not set)',
       });
     } finally {
-      child.kill('SIGTERM');
+      await server.stop();
     }
-  }, 20_000);
+  }, WITH_SERVERS_TIMEOUT_MS);
 });

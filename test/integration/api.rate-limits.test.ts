@@ -1,14 +1,13 @@
 // Rate limits (protocol §11.5): each dimension trips on its own with 429 rate_limited and
 // a Retry-After in whole seconds; two server processes on one Redis share a budget; a limiter
 // that cannot reach Redis refuses (503) rather than letting requests through.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startAgentgate, WITH_SERVERS_TIMEOUT_MS, type Agentgate } from '../support/agentgate-process.ts';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { hostJwt, newEd25519 } from '../support/keys.ts';
-import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
-import { canConnect, freePort, waitFor } from '../support/net.ts';
+import { deletePrefix, redisUrlForTests, startThrowawayRedis, uniquePrefix } from '../support/redis.ts';
+import { freePort } from '../support/net.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 
 function expectLimited(res: HttpResult) {
   expect(code(res)).toBe('429 rate_limited');
@@ -141,16 +140,14 @@ describe('what a budget is spent on', () => {
 
 describe('fail closed', () => {
   it('a limiter whose Redis is gone refuses with 503 instead of letting requests through', async () => {
-    const port = await freePort();
-    const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    // A Redis of its own (test/support/redis.ts waits until it answers PING), since this one is killed.
+    const redis = await startThrowawayRedis();
     try {
-      await waitFor(() => canConnect(port));
-      const server = await startTestServer({ store: 'redis', redisUrl: `redis://127.0.0.1:${port}` });
+      const server = await startTestServer({ store: 'redis', redisUrl: redis.url });
       const c = new Client(server);
       try {
         expect((await http('GET', c.url('/.well-known/agent-configuration'))).status).toBe(200);
-        redis.kill('SIGKILL');
-        await new Promise((r) => redis.once('exit', r));
+        await redis.stop();
         const res = await http('GET', c.url('/.well-known/agent-configuration'));
         expect(code(res)).toBe('503 service_unavailable');
       } finally {
@@ -158,16 +155,16 @@ describe('fail closed', () => {
         await server.close().catch(() => {});
       }
     } finally {
-      redis.kill('SIGKILL');
+      await redis.stop();
     }
   });
 });
 
 describe('two server processes on one Redis', () => {
-  const children: ChildProcess[] = [];
+  const servers: Agentgate[] = [];
   const prefix = uniquePrefix('two-processes');
   afterAll(async () => {
-    children.forEach((c) => c.kill('SIGKILL'));
+    await Promise.all(servers.map((server) => server.stop('SIGKILL')));
     await deletePrefix(await redisUrlForTests(), prefix);
   });
 
@@ -176,14 +173,11 @@ describe('two server processes on one Redis', () => {
     const adminToken = 'two-processes-admin-token';
     const ports = [await freePort(), await freePort()];
     const issuer = `http://127.0.0.1:${ports[0]}`;
-    for (const port of ports) {
-      const child = spawn(process.execPath, ['src/main.ts'], {
-        env: { ...process.env, ...SERVICE_POLICY_ENV, PORT: String(port), ISSUER: issuer, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN: adminToken, RATE_LIMIT_AGENT_PER_MINUTE: '4', LOG_LEVEL: 'warn', POLICY_WATCH: 'false' },
-        stdio: 'ignore',
-      });
-      children.push(child);
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok);
-    }
+    const env = { ISSUER: issuer, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN: adminToken, RATE_LIMIT_AGENT_PER_MINUTE: '4' };
+    // Both are stopped afterwards even when one of them failed to start.
+    const settled = await Promise.allSettled(ports.map((port) => startAgentgate({ port, env })));
+    servers.push(...settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])));
+    for (const s of settled) if (s.status === 'rejected') throw s.reason;
     const host = await newEd25519();
     expect((await http('POST', `${issuer}/admin/hosts`, { token: adminToken, json: { public_key: host.publicJwk, default_capabilities: ['echo'], user_id: 'user-1' } })).status).toBe(201);
     const agentKey = await newEd25519();
@@ -197,5 +191,5 @@ describe('two server processes on one Redis', () => {
     expect(statuses).toEqual([200, 200, 200, 200]);
     expectLimited(await onPort(ports[1]!));
     expectLimited(await onPort(ports[0]!));
-  });
+  }, WITH_SERVERS_TIMEOUT_MS);
 });

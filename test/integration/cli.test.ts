@@ -26,8 +26,10 @@ interface CliRun {
 const printed: string[] = [];
 
 function startCli(args: readonly string[], env: Record<string, string>, cwd: string): { child: ChildProcess; done: Promise<CliRun>; stdout: () => string } {
-  // Only what the child needs: no AGENTGATE_* or ADMIN_TOKEN of the developer's shell leaks in.
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', HOME: cwd, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Only what the child needs: no AGENTGATE_* or ADMIN_TOKEN of the developer's shell leaks in. The
+  // compile cache (vitest.config.ts) spares each of the hundred runs here compiling the tool again.
+  const cache = process.env.NODE_COMPILE_CACHE ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE } : {};
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', HOME: cwd, ...cache, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));

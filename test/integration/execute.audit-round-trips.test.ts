@@ -26,7 +26,8 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** How long a test waits for the idle flush (AUDIT_FLUSH_MS is 400 ms); only a failure waits it out. */
+const FLUSH_WAIT_MS = 10_000;
 
 /** An XADD's event JSON (XADD key MAXLEN ~ n * e <json>; its first 200 bytes, as the proxy records it). */
 const eventOf = (command: ProxiedCommand): string => command.args[6] ?? '';
@@ -134,15 +135,19 @@ describe('the idle flush', () => {
 
   it('writes a lone execute\'s event AUDIT_FLUSH_MS later, after the response and on its own', async () => {
     const agent = await c.activeAgent(['echo']);
+    proxy.reset();
     expect((await c.execute(agent, 'echo', {})).status).toBe(200);
-    await sleep(600);
+    // The idle flush writes the queue, this execute's event last. Waiting for that write, rather than
+    // for a time a busy machine may outlast, leaves nothing waiting for the next execute to carry.
+    const flushed = (type: string) => proxy.commands.some((command) => command.name === 'XADD' && eventOf(command).includes(`"type":"${type}"`));
+    await expect.poll(() => flushed('execute.allowed'), { timeout: FLUSH_WAIT_MS }).toBe(true);
     const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'echo', { lone: true }));
     expect(res.status, res.text).toBe(200);
     // Nothing was waiting (the idle flush wrote the previous event), and nothing is written yet.
     expect(roundTrips).toEqual([1]);
     expect(commands.some((command) => command.name === 'XADD')).toBe(false);
 
-    await sleep(600);
+    await expect.poll(() => flushed('execute.allowed'), { timeout: FLUSH_WAIT_MS }).toBe(true);
     const appends = proxy.commands.filter((command) => command.name === 'XADD');
     expect(appends).toHaveLength(1);
     expect(appends[0]!.args[6]).toContain('"type":"execute.allowed"');

@@ -3,42 +3,27 @@
 // alone sends a bare status line. Oversized headers (431), oversized chunk extensions (413), a
 // request target with raw non-ASCII bytes (400) and a header trickle (408), on the real start-up
 // path (src/main.ts). fetch cannot send most of these, so raw sockets do.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { createHttpServer } from '../../src/http/server.ts';
+import { startAgentgate, WITH_SERVERS_TIMEOUT_MS, type Agentgate } from '../support/agentgate-process.ts';
 import { newEd25519, signJwt } from '../support/keys.ts';
-import { freePort, waitFor } from '../support/net.ts';
-import { SERVICE_POLICY_ENV } from '../support/policies.ts';
 
 const HEADERS_TIMEOUT_MS = 500;
 // Node's default, which HTTP_MAX_HEADER_BYTES keeps.
 const MAX_HEADER_BYTES = 16_384;
 
-let child: ChildProcess;
+let server: Agentgate | undefined;
 let port: number;
 
 beforeAll(async () => {
-  port = await freePort();
-  child = spawn(process.execPath, ['src/main.ts'], {
-    env: {
-      ...process.env, ...SERVICE_POLICY_ENV,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      REDIS_URL: '',
-      POLICY_WATCH: 'false',
-      LOG_LEVEL: 'warn',
-      HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
-      HTTP_REQUEST_TIMEOUT_MS: '1000',
-    },
-    stdio: 'ignore',
-  });
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok);
-}, 15_000);
+  server = await startAgentgate({ env: { HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), HTTP_REQUEST_TIMEOUT_MS: '1000' } });
+  port = server.port;
+}, WITH_SERVERS_TIMEOUT_MS);
 
-afterAll(() => {
-  if (child.exitCode === null) child.kill('SIGKILL');
+afterAll(async () => {
+  await server?.stop('SIGKILL');
 });
 
 interface RawAnswer {

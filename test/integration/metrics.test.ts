@@ -2,7 +2,6 @@
 // nothing recorded) with neither; every family present after real traffic, with the values that
 // traffic must have produced. Metrics reveal traffic and refusal patterns, so the guard tests are
 // named after what they refuse.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -10,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { freePort, startupLine } from '../support/net.ts';
-import { SERVICE_POLICY_ENV } from '../support/policies.ts';
+import { startAgentgate, STARTUP_BOUND_MS, WITH_SERVERS_TIMEOUT_MS, type Agentgate } from '../support/agentgate-process.ts';
+import { freePort } from '../support/net.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -177,51 +176,48 @@ export function evaluate() { throw new Error('boom'); }
 });
 
 describe('metrics on METRICS_PORT (src/main.ts)', () => {
-  const children: ChildProcess[] = [];
-  afterAll(() => {
-    for (const child of children) child.kill('SIGTERM');
+  const servers: Agentgate[] = [];
+  afterAll(async () => {
+    await Promise.all(servers.splice(0).map((server) => server.stop()));
   });
 
-  /** Starts the real server and resolves with its start-up line. */
+  /** Starts the real server; it resolves once every worker has logged its start-up line. */
   const start = async (env: Record<string, string>) => {
-    const child = spawn(process.execPath, ['src/main.ts'], {
-      env: { ...process.env, ...SERVICE_POLICY_ENV, HOST: '127.0.0.1', REDIS_URL: '', ADMIN_TOKEN: '', METRICS_TOKEN: '', METRICS_PORT: '', POLICY_WATCH: 'false', LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    children.push(child);
-    return startupLine(child);
+    const server = await startAgentgate({ env: { ADMIN_TOKEN: '', METRICS_TOKEN: '', METRICS_PORT: '', ...env } });
+    servers.push(server);
+    return server;
   };
+  /** The status of GET /metrics on `port` (0 while nothing listens there yet). */
+  const scrapeStatus = async (port: number) => (await http('GET', `http://127.0.0.1:${port}/metrics`).catch(() => ({ status: 0 }))).status;
 
   it('with METRICS_PORT, /metrics is served on that port to anyone who reaches it, and not on the main port', async () => {
-    const port = await freePort();
     const metricsPort = await freePort();
-    const line = await start({ PORT: String(port), METRICS_PORT: String(metricsPort) });
-    expect(line.metrics).toBe(`on 127.0.0.1:${metricsPort}/metrics`);
-    await expect.poll(async () => (await http('GET', `http://127.0.0.1:${metricsPort}/metrics`).catch(() => ({ status: 0 }))).status, { timeout: 5000 }).toBe(200);
+    const { port, startup } = await start({ METRICS_PORT: String(metricsPort) });
+    expect(startup.metrics).toBe(`on 127.0.0.1:${metricsPort}/metrics`);
+    await expect.poll(() => scrapeStatus(metricsPort), { timeout: STARTUP_BOUND_MS }).toBe(200);
     // Traffic on the main port shows on the metrics port.
     expect((await http('GET', `http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     const exposition = samples((await http('GET', `http://127.0.0.1:${metricsPort}/metrics`)).text);
     expect(value(exposition, 'agentgate_http_requests_total', { method: 'GET', route: '/healthz', status: '200' })).toBe(1);
     expect(code(await http('GET', `http://127.0.0.1:${port}/metrics`))).toBe('404 not_found');
     expect(code(await http('GET', `http://127.0.0.1:${metricsPort}/healthz`))).toBe('404 not_found');
-  }, 20_000);
+  }, WITH_SERVERS_TIMEOUT_MS);
 
   it('with METRICS_PORT and METRICS_TOKEN, the port asks for the token too', async () => {
     const metricsPort = await freePort();
-    const line = await start({ PORT: String(await freePort()), METRICS_PORT: String(metricsPort), METRICS_TOKEN });
-    expect(line.metrics).toBe(`on 127.0.0.1:${metricsPort}/metrics (bearer METRICS_TOKEN)`);
-    await expect.poll(async () => (await http('GET', `http://127.0.0.1:${metricsPort}/metrics`).catch(() => ({ status: 0 }))).status, { timeout: 5000 }).toBe(401);
+    const { startup } = await start({ METRICS_PORT: String(metricsPort), METRICS_TOKEN });
+    expect(startup.metrics).toBe(`on 127.0.0.1:${metricsPort}/metrics (bearer METRICS_TOKEN)`);
+    await expect.poll(() => scrapeStatus(metricsPort), { timeout: STARTUP_BOUND_MS }).toBe(401);
     expect((await http('GET', `http://127.0.0.1:${metricsPort}/metrics`, { token: METRICS_TOKEN })).status).toBe(200);
-  }, 20_000);
+  }, WITH_SERVERS_TIMEOUT_MS);
 
   it("with several workers, the primary serves every worker's metrics added up on METRICS_PORT", async () => {
     const redisUrl = await redisUrlForTests();
     const prefix = uniquePrefix('metrics-cluster');
-    const port = await freePort();
     const metricsPort = await freePort();
     try {
-      await start({ PORT: String(port), METRICS_PORT: String(metricsPort), WORKERS: '2', REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix });
-      await expect.poll(async () => (await http('GET', `http://127.0.0.1:${metricsPort}/metrics`).catch(() => ({ status: 0 }))).status, { timeout: 5000 }).toBe(200);
+      const { port } = await start({ METRICS_PORT: String(metricsPort), WORKERS: '2', REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix });
+      await expect.poll(() => scrapeStatus(metricsPort), { timeout: STARTUP_BOUND_MS }).toBe(200);
       // Connections spread over both workers; the scrape counts all of them once.
       for (let i = 0; i < 12; i++) expect((await http('GET', `http://127.0.0.1:${port}/healthz`, { headers: { connection: 'close' } })).status).toBe(200);
       const exposition = samples((await http('GET', `http://127.0.0.1:${metricsPort}/metrics`)).text);
@@ -230,19 +226,15 @@ describe('metrics on METRICS_PORT (src/main.ts)', () => {
       const generations = [...exposition].filter(([k]) => k.startsWith('agentgate_policy_generation{'));
       expect(generations.map(([, v]) => v)).toEqual([1]);
     } finally {
-      for (const child of children.splice(0)) {
-        const exited = new Promise((resolveExit) => child.once('exit', resolveExit));
-        child.kill('SIGTERM');
-        await exited;
-      }
+      // The workers' keys are deleted once every process has stopped writing them.
+      await Promise.all(servers.splice(0).map((server) => server.stop()));
       await deletePrefix(redisUrl, prefix);
     }
-  }, 30_000);
+  }, WITH_SERVERS_TIMEOUT_MS);
 
   it('with neither, the start-up line says metrics are off', async () => {
-    const port = await freePort();
-    const line = await start({ PORT: String(port) });
-    expect(line.metrics).toMatch(/^off \(set METRICS_TOKEN or METRICS_PORT\)/);
+    const { port, startup } = await start({});
+    expect(startup.metrics).toMatch(/^off \(set METRICS_TOKEN or METRICS_PORT\)/);
     expect(code(await http('GET', `http://127.0.0.1:${port}/metrics`))).toBe('404 not_found');
-  }, 20_000);
+  }, WITH_SERVERS_TIMEOUT_MS);
 });

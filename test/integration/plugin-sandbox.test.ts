@@ -49,13 +49,16 @@ describe('a plugin that never returns cannot hold the server', () => {
     const s = await start({
       'spin.mjs': plugin('spin', 'function evaluate(operand, actual) { if (actual === "loop") for (;;) {} return true; }'),
     });
-    const startedMs = Date.now();
-    // The event loop stays free while the worker spins: a timer set now fires long before the budget ends.
-    let timerFiredMs = 0;
-    setTimeout(() => { timerFiredMs = Date.now(); }, 10);
+    // The event loop stays free while the worker spins: a timer set now fires before the decision is
+    // answered. Had evaluate() held the thread until the budget ended, its answer would come first.
+    // (An order, not a duration, so a busy machine that runs the timer late cannot fail it.)
+    let answered = false;
+    let timerFiredBeforeAnswer = false;
+    setTimeout(() => { timerFiredBeforeAnswer = !answered; }, 10);
     const outcomes = await s.evaluate([call('spin', 'loop')], AGENT);
+    answered = true;
     expect(outcomes).toEqual([{ kind: 'timeout', budgetMs: 200 }]);
-    expect(timerFiredMs - startedMs).toBeLessThan(150);
+    expect(timerFiredBeforeAnswer).toBe(true);
     expect(await s.evaluate([call('spin', 'fine')], AGENT)).toEqual([{ kind: 'allowed' }]);
     expect(logLines.some((l) => l.msg === 'plugin operator failed; the argument counts as a violation' && l.operator === 'spin')).toBe(true);
   });

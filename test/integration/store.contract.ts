@@ -101,6 +101,15 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * The lifetime of what a test writes to see it expire. The test reads it back at once and must find
+ * it, so the lifetime must outlast a few store calls on a busy machine, which can take well over the
+ * 100 ms this once was; then the test sleeps past it (time passing is the behaviour under test).
+ */
+const EXPIRES_MS = 1000;
+/** How far past EXPIRES_MS such a test sleeps. */
+const PAST_MS = 100;
+
 // ---- the suite -----------------------------------------------------------------------------------
 
 export function storeContract(name: string, make: () => Promise<StoreUnderTest>): void {
@@ -756,9 +765,9 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       it('a user-code lookup key finds its agent until the approval expires', async () => {
         const [lookupKey, agentId] = [uid('luk'), uid('agt')];
         expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
-        await store.indexUserCode(lookupKey, agentId, Date.now() + 150);
+        await store.indexUserCode(lookupKey, agentId, Date.now() + EXPIRES_MS);
         expect(await store.findAgentIdByUserCode(lookupKey)).toBe(agentId);
-        await sleep(250);
+        await sleep(EXPIRES_MS + PAST_MS);
         expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
       });
 
@@ -767,9 +776,9 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.loadSession(key)).toBeNull();
         await store.saveSession(key, '{"a":1}', 60_000);
         expect(await store.loadSession(key)).toBe('{"a":1}');
-        await store.saveSession(key, '{"a":2}', 100);
+        await store.saveSession(key, '{"a":2}', EXPIRES_MS);
         expect(await store.loadSession(key)).toBe('{"a":2}');
-        await sleep(200);
+        await sleep(EXPIRES_MS + PAST_MS);
         expect(await store.loadSession(key)).toBeNull();
         await store.saveSession(key, '{}', 60_000);
         await store.deleteSession(key);
@@ -863,11 +872,11 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
 
       it('a status poll is recorded once per window, per agent, and the window passes', async () => {
         const [agentId, other] = [uid('agt'), uid('agt')];
-        expect(await store.recordStatusPoll(agentId, 100)).toBe(true);
-        expect(await store.recordStatusPoll(agentId, 100)).toBe(false);
-        expect(await store.recordStatusPoll(other, 100)).toBe(true);
-        await sleep(200);
-        expect(await store.recordStatusPoll(agentId, 100)).toBe(true);
+        expect(await store.recordStatusPoll(agentId, EXPIRES_MS)).toBe(true);
+        expect(await store.recordStatusPoll(agentId, EXPIRES_MS)).toBe(false);
+        expect(await store.recordStatusPoll(other, EXPIRES_MS)).toBe(true);
+        await sleep(EXPIRES_MS + PAST_MS);
+        expect(await store.recordStatusPoll(agentId, EXPIRES_MS)).toBe(true);
       });
 
       it('a jti is forgotten once its ttl has passed', async () => {

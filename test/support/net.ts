@@ -36,21 +36,42 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000)
 }
 
 /**
- * Resolves with agentgate's start-up line ("agentgate listening", parsed) from a child started with
- * LOG_LEVEL info and its stdout piped; rejects if none comes within `timeoutMs`.
+ * Resolves with agentgate's start-up lines ("agentgate listening", parsed) once `count` of them have
+ * been logged (in cluster mode each worker logs its own), from a child started with LOG_LEVEL info
+ * and its stdout piped. Rejects if the child exits first, or if `timeoutMs` passes; the caller owns
+ * the child and decides what to do with it then (test/support/agentgate-process.ts kills it and
+ * reports its output).
  */
-export function startupLine(child: ChildProcess, timeoutMs = 15_000): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start-up line within ${timeoutMs} ms`)), timeoutMs);
-    let partialLine = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      const lines = (partialLine + chunk.toString()).split('\n');
-      partialLine = lines.pop() ?? '';
-      const found = lines.find((line) => line.includes('"msg":"agentgate listening"'));
-      if (found) {
-        clearTimeout(timer);
-        resolve(JSON.parse(found) as Record<string, unknown>);
+export function startupLines(child: ChildProcess, count: number, timeoutMs: number): Promise<Record<string, unknown>[]> {
+  const startedAtMs = performance.now();
+  const lines: Record<string, unknown>[] = [];
+  let partialLine = '';
+  return new Promise<Record<string, unknown>[]>((resolve, reject) => {
+    const onData = (chunk: Buffer | string) => {
+      const split = (partialLine + chunk.toString()).split('\n');
+      partialLine = split.pop() ?? '';
+      for (const line of split) {
+        if (!line.includes('"msg":"agentgate listening"')) continue;
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+        if (lines.length === count) settle();
       }
-    });
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => settle(`exited (${signal ?? `status ${code}`}) before it listened`);
+    const timer = setTimeout(() => settle(`did not log "agentgate listening" within ${timeoutMs} ms`), timeoutMs);
+    function settle(failure?: string): void {
+      clearTimeout(timer);
+      child.stdout!.off('data', onData);
+      child.off('close', onExit);
+      if (failure === undefined) resolve(lines);
+      else reject(new Error(`${failure} (${lines.length} of ${count} listening after ${Math.round(performance.now() - startedAtMs)} ms)`));
+    }
+    child.stdout!.on('data', onData);
+    // 'close' follows the exit once the output is all read, so a report of the failure has all of it.
+    child.once('close', onExit);
   });
+}
+
+/** The first start-up line of a child that runs one server (see startupLines). */
+export async function startupLine(child: ChildProcess, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+  return (await startupLines(child, 1, timeoutMs))[0]!;
 }

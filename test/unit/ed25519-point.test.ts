@@ -111,13 +111,6 @@ describe('honest Ed25519 public keys are accepted', () => {
       expect(ed25519PublicKeyProblem(bytes), bytes.toString('hex')).toBeNull();
     }
   });
-
-  it('takes well under a millisecond per key', () => {
-    const keys = Array.from({ length: 20 }, () => rawPublicKey(generateKeyPairSync('ed25519').publicKey));
-    const started = performance.now();
-    for (let round = 0; round < 10; round++) for (const key of keys) ed25519PublicKeyProblem(key);
-    expect((performance.now() - started) / 200).toBeLessThan(1);
-  });
 });
 
 describe('small-order keys are refused (signatures under them prove nothing)', () => {

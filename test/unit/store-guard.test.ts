@@ -9,13 +9,16 @@ import type { Store } from '../../src/store/store.ts';
 
 class Outage extends Error {}
 
-/** Just enough of a store: ping answers after `delayMs`, getAgent fails as told. */
+/**
+ * Just enough of a store: ping answers after `delayMs` (0: at once, without a timer, which a busy
+ * machine could run later than SLOW_CALL_MS), getAgent fails as told.
+ */
 function fakeStore(delayMs: number, failure?: Error): Store {
   return {
     kind: 'memory',
     isUnavailable: (err: unknown) => err instanceof Outage,
     onAgentInvalidation: () => {},
-    ping: () => new Promise((resolve) => setTimeout(resolve, delayMs)),
+    ping: () => (delayMs === 0 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, delayMs))),
     getAgent: () => Promise.reject(failure ?? new Error('not set')),
   } as unknown as Store;
 }

@@ -5,7 +5,10 @@
 // is revoked. CI runs this file against a real server (test/integration/examples.test.ts), so it
 // cannot drift from the server it documents.
 //
-// Run: AGENTGATE_URL=http://127.0.0.1:3000 ADMIN_TOKEN=... node examples/quickstart.ts
+// Run it from the checkout, against a server started with the same ADMIN_TOKEN (README, "Quick
+// start"): `AGENTGATE_URL=http://127.0.0.1:3000 ADMIN_TOKEN=... npm run example`. The npm script runs
+// it on the Node the project pins, which runs TypeScript as it stands; `node examples/quickstart.ts`
+// needs a system Node that strips types itself (22.18 or later; README, "Runtime").
 import { randomUUID } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 

@@ -1,5 +1,7 @@
 // The agent developers' guide (docs/clients.md) walks through examples/quickstart.ts; running it
 // against a real server here keeps the example, and so the guide, from drifting from the server.
+// This runs the file on the test's own Node; the way the guides run it (`npm run example`, with the
+// system's Node first on the PATH) is followed by test/integration/guides.test.ts.
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';

@@ -15,6 +15,13 @@ import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server
 
 const BIN = fileURLToPath(new URL('../../bin/agentgate.ts', import.meta.url));
 const CHILD_TIMEOUT_MS = 15_000;
+/**
+ * A test here runs up to a dozen commands one after another, each a Node process of its own: on a
+ * quiet machine a second or two in all, but on a 2-core machine running other suites each start
+ * takes seconds (a nested npm test, as the plugin guide's walk runs, measured three tests past 20 s).
+ * Every command has its own bound (CHILD_TIMEOUT_MS), so a test's bound only has to catch a hang.
+ */
+const TEST_TIMEOUT_MS = 120_000;
 
 interface CliRun {
   code: number | null;
@@ -49,7 +56,7 @@ function startCli(args: readonly string[], env: Record<string, string>, cwd: str
   return { child, done, stdout: () => stdout };
 }
 
-describe('the agentgate command-line tool', () => {
+describe('the agentgate command-line tool', { timeout: TEST_TIMEOUT_MS }, () => {
   let server: TestServer;
   let c: Client;
   let dir: string;

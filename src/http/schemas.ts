@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { batchCallId, firstDuplicateId, MAX_BATCH_CALLS, MAX_BATCH_ID_LENGTH } from '../domain/batch.ts';
 import { jsonText } from '../domain/consent-text.ts';
+import { uncarriedJsonValue } from '../domain/json-values.ts';
 
 export const MAX_ARGUMENTS = 256;
 const id = z.string().min(1).max(128);
@@ -12,10 +13,26 @@ const capabilityName = z.string().min(1).max(128);
 /** A JSON object (zod's record refuses arrays and null). */
 const plainObject = z.record(z.string(), z.unknown());
 
-/** `arguments`: a JSON object with a bounded number of top-level fields. */
-export const argumentsSchema = plainObject.refine((v) => Object.keys(v).length <= MAX_ARGUMENTS, `at most ${MAX_ARGUMENTS} arguments`);
+/**
+ * Refuses a member whose value JSON does not carry as sent (src/domain/json-values.ts: 1e400, a
+ * lone surrogate), naming the member as `what` calls it.
+ */
+const carriedMembers = (what: string) => (value: Record<string, unknown>, ctx: z.RefinementCtx) => {
+  for (const [name, member] of Object.entries(value)) {
+    const problem = uncarriedJsonValue(name) ?? uncarriedJsonValue(member);
+    if (problem) {
+      ctx.addIssue({ code: 'custom', message: `${what} ${jsonText(name.slice(0, 64))} ${problem}` });
+      return;
+    }
+  }
+};
 
-export const constraintsSchema = plainObject.describe('{field: exact-value} or {field: {operator: operand}}');
+/** `arguments`: a JSON object with a bounded number of top-level fields, each carried as sent. */
+export const argumentsSchema = plainObject
+  .refine((v) => Object.keys(v).length <= MAX_ARGUMENTS, `at most ${MAX_ARGUMENTS} arguments`)
+  .superRefine(carriedMembers('argument'));
+
+export const constraintsSchema = plainObject.superRefine(carriedMembers('the constraint on')).describe('{field: exact-value} or {field: {operator: operand}}');
 
 export const capabilityRequestSchema = z.union([
   capabilityName,

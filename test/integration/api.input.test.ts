@@ -69,6 +69,18 @@ describe('400 invalid_request for the body shapes the contract names', () => {
     expect(code(await http('POST', c.executeUrl, { json: { capability: 'x'.repeat(1000) } }))).toBe('400 invalid_request');
   });
 
+  it('an argument JSON cannot carry as sent (1e400, a lone surrogate) is invalid_request, never judged as null or a 500 from the policy', async () => {
+    // JSON.parse reads 1e400 as Infinity, which the policy saw as null; a "\ud800" escape made the
+    // policy's JSON reader fail, a 500 and a replaced wasm instance (test/unit/property.constraints.test.ts).
+    const agent = await c.activeAgent(['echo', 'transfer_money']);
+    for (const [capability, args] of [['transfer_money', '{"amount": 1e400}'], ['echo', '{"note": "\\ud800"}'], ['echo', '{"nested": {"\\udc00": [-1e400]}}']] as const) {
+      const res = await http('POST', c.executeUrl, { token: await c.agentToken(agent, { aud: c.executeUrl }), body: `{"capability": "${capability}", "arguments": ${args}}` });
+      expect(code(res), args).toBe('400 invalid_request');
+      expect(String(res.json?.message), args).toMatch(/^arguments: argument "\w+" holds/);
+    }
+    expect((await c.execute(agent, 'echo', { note: 'fine', n: 1e308 })).status).toBe(200);
+  });
+
   it('wrong query types are invalid_request', async () => {
     expect(code(await http('GET', c.url('/capability/list?limit=abc')))).toBe('400 invalid_request');
     expect(code(await http('GET', c.url('/capability/list?limit=0')))).toBe('400 invalid_request');

@@ -72,7 +72,10 @@ export function buildApp(input: AppDependencies): App {
   const metrics = input.metrics ?? createMetrics(config);
   // A call to Redis gets the command timeout plus a small margin in all, however many wait ahead of it.
   const deadlineMs = input.store.kind === 'redis' ? redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS) : undefined;
-  const store = failClosedStore(input.store, logger, { deadlineMs, metrics });
+  // A withdrawal's wait for replicas may run after a round already under way (durability.ts): two
+  // wait timeouts, and the usual margin, on top of a call's own.
+  const extraMs = { confirmDurable: 2 * config.REDIS_WAIT_TIMEOUT_MS + 1000 };
+  const store = failClosedStore(input.store, logger, { deadlineMs, metrics, extraMs });
   const settings: AuthSettings = {
     issuer: config.issuer,
     executeUrl: config.executeUrl,

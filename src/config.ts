@@ -1,5 +1,6 @@
 // All configuration comes from the environment through this one schema. Every problem is reported
 // at once, so an operator fixes a bad deployment in one pass. Each variable has a README line.
+import { accessSync, constants as fsConstants } from 'node:fs';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 
@@ -52,7 +53,71 @@ const trustedProxies = z.string().transform((text, ctx): TrustedProxies => {
   return entries;
 });
 
-const schema = z
+/** One Redis node's address, as REDIS_CLUSTER_NODES and REDIS_SENTINELS list them. */
+export interface RedisNodeAddress {
+  host: string;
+  port: number;
+}
+
+/** The most seed nodes or sentinels one list may name (every one is dialled at start-up). */
+const REDIS_NODE_LIST_MAX = 32;
+
+/**
+ * A comma-separated list of `host:port` (an IPv6 address in brackets: `[::1]:7000`), as Redis's own
+ * tools write node addresses. A bad entry is named in the message, so the operator sees which.
+ */
+const redisNodeList = z.string().transform((text, ctx): RedisNodeAddress[] => {
+  const entries = text.split(',').map((e) => e.trim()).filter(Boolean);
+  if (entries.length === 0 || entries.length > REDIS_NODE_LIST_MAX) {
+    ctx.addIssue({ code: 'custom', message: `must list from 1 to ${REDIS_NODE_LIST_MAX} host:port addresses, separated by commas` });
+    return [];
+  }
+  const nodes: RedisNodeAddress[] = [];
+  for (const entry of entries) {
+    const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s\[\]]+)):(\d{1,5})$/.exec(entry);
+    const port = Number(match?.[3]);
+    if (!match || port < 1 || port > 65535) {
+      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry.slice(0, 60))} is not host:port (a port from 1 to 65535; an IPv6 address in brackets, [::1]:7000)` });
+      continue;
+    }
+    nodes.push({ host: match[1] ?? match[2]!, port });
+  }
+  return nodes;
+});
+
+/** A Redis Sentinel master set's name: what `sentinel monitor <name> ...` calls it. */
+const sentinelMasterName = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be the master set\'s name as the sentinels know it (letters, digits, ".", "_", "-"; at most 64)');
+
+/** REDIS_WAIT_REPLICAS: `auto` (wait for one replica on every master that has one) or a count. */
+const waitReplicas = z.string().trim().transform((text, ctx): 'auto' | number => {
+  if (text === 'auto') return 'auto';
+  if (/^[0-5]$/.test(text)) return Number(text);
+  ctx.addIssue({ code: 'custom', message: `must be auto or a whole number from 0 to 5, not ${JSON.stringify(text.slice(0, 40))}` });
+  return 'auto';
+});
+
+/**
+ * Where the store lives (DESIGN §10: single, Sentinel or Cluster, chosen by configuration), with
+ * the credentials and TLS settings that apply to it. Derived from the REDIS_* variables by
+ * loadConfig; null means the in-memory store.
+ */
+export type RedisTopology = (
+  | { kind: 'single'; url: string }
+  | { kind: 'cluster'; nodes: RedisNodeAddress[] }
+  | { kind: 'sentinel'; sentinels: RedisNodeAddress[]; masterName: string }
+) & {
+  /** ACL user and password of the data nodes (a single Redis takes them from its URL instead). */
+  username?: string;
+  password?: string;
+  /** Credentials of the sentinels themselves, when they require their own. */
+  sentinelUsername?: string;
+  sentinelPassword?: string;
+  /** TLS to the data nodes (and, for Sentinel, to the sentinels); caFile adds a trusted CA. */
+  tls: boolean;
+  tlsCaFile?: string;
+};
+
+const objectSchema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
     HOST: z.string().min(1).default('127.0.0.1'),
@@ -61,7 +126,30 @@ const schema = z
     PROVIDER_DESCRIPTION: z.string().min(1).max(500).default('agentgate: authorization for software agents'),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 
+    /** One Redis: redis://[user:password@]host:port[/db], or rediss:// for TLS. */
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').optional(),
+    /** A Redis Cluster: some of its nodes (host:port, comma-separated); the rest are discovered. */
+    REDIS_CLUSTER_NODES: redisNodeList.optional(),
+    /** Redis Sentinel: the sentinels (host:port, comma-separated) and the name of the master set. */
+    REDIS_SENTINELS: redisNodeList.optional(),
+    REDIS_SENTINEL_MASTER: sentinelMasterName.optional(),
+    /** ACL user and password of the cluster's or Sentinel set's data nodes (REDIS_URL carries its own). */
+    REDIS_USERNAME: z.string().min(1).max(256).optional(),
+    REDIS_PASSWORD: z.string().min(1).max(4096).optional(),
+    /** The sentinels' own credentials, when they require them. */
+    REDIS_SENTINEL_USERNAME: z.string().min(1).max(256).optional(),
+    REDIS_SENTINEL_PASSWORD: z.string().min(1).max(4096).optional(),
+    /** TLS to a cluster's or Sentinel set's nodes (a single Redis uses a rediss:// URL instead). */
+    REDIS_TLS: bool.default(false),
+    /** A PEM file of the CA that signed the Redis servers' certificates (with TLS). */
+    REDIS_TLS_CA_FILE: z.string().min(1).max(4096).optional(),
+    /**
+     * Replicas a withdrawal of authority (revocations, key rotations, denials, unlinks) waits for
+     * before it is acknowledged (DESIGN §10). auto: one, on every master that has replicas.
+     */
+    REDIS_WAIT_REPLICAS: waitReplicas.default('auto'),
+    /** How long that wait may take; past it the answer says the change is not yet durable. */
+    REDIS_WAIT_TIMEOUT_MS: z.coerce.number().int().min(10).max(10_000).default(500),
     REDIS_KEY_PREFIX: z.string().min(1).max(64).default('ag:'),
     REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(2000),
 
@@ -202,15 +290,19 @@ const schema = z
     /** Events per webhook POST. */
     AUDIT_WEBHOOK_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
 
-    /** Server processes sharing the port (Node cluster). More than 1 needs REDIS_URL. */
+    /** Server processes sharing the port (Node cluster). More than 1 needs a Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS). */
     WORKERS: z.coerce.number().int().min(1).max(64).default(1),
 
     /** Admin endpoints that fabricate time-based state (absolute lifetime). Tests only. */
     INSECURE_TEST_HOOKS: bool.default(false),
-  })
+  });
+
+const schema = objectSchema
   .superRefine((c, ctx) => {
-    if (c.WORKERS > 1 && !c.REDIS_URL) {
-      ctx.addIssue({ code: 'custom', path: ['WORKERS'], message: 'more than one worker needs REDIS_URL (the memory store is per process)' });
+    checkRedisSettings(c, ctx);
+    const anyRedis = c.REDIS_URL !== undefined || c.REDIS_CLUSTER_NODES !== undefined || c.REDIS_SENTINELS !== undefined;
+    if (c.WORKERS > 1 && !anyRedis) {
+      ctx.addIssue({ code: 'custom', path: ['WORKERS'], message: 'more than one worker needs a Redis: REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS (the memory store is per process)' });
     }
     if (c.METRICS_PORT !== undefined && c.METRICS_PORT === c.PORT) {
       ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'must differ from PORT (unset it to serve /metrics on PORT with METRICS_TOKEN)' });
@@ -241,6 +333,72 @@ const schema = z
     }
   });
 
+type RedisSettings = Pick<
+  z.infer<typeof objectSchema>,
+  | 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_MASTER' | 'REDIS_USERNAME' | 'REDIS_PASSWORD'
+  | 'REDIS_SENTINEL_USERNAME' | 'REDIS_SENTINEL_PASSWORD' | 'REDIS_TLS' | 'REDIS_TLS_CA_FILE'
+>;
+
+/**
+ * The REDIS_* variables together: one topology at most, each setting only where it applies (a
+ * setting that would be ignored is refused, so nobody believes a password or a CA is in use when it
+ * is not), and a CA file that can be read.
+ */
+function checkRedisSettings(c: RedisSettings, ctx: z.RefinementCtx): void {
+  const issue = (variable: string, message: string) => ctx.addIssue({ code: 'custom', path: [variable], message });
+  const chosen = (['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const).filter((v) => c[v] !== undefined);
+  if (chosen.length > 1) issue(chosen[1]!, `give one Redis topology, not ${chosen.join(' and ')}`);
+  if ((c.REDIS_SENTINELS === undefined) !== (c.REDIS_SENTINEL_MASTER === undefined)) {
+    issue(c.REDIS_SENTINELS === undefined ? 'REDIS_SENTINELS' : 'REDIS_SENTINEL_MASTER', 'REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together');
+  }
+  const nodeSettings = ['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_TLS_CA_FILE'] as const;
+  if (chosen.length === 0) {
+    for (const v of [...nodeSettings, 'REDIS_SENTINEL_USERNAME', 'REDIS_SENTINEL_PASSWORD'] as const) {
+      if (c[v] !== undefined) issue(v, 'applies to a Redis, and none is configured (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)');
+    }
+    if (c.REDIS_TLS) issue('REDIS_TLS', 'applies to a Redis, and none is configured (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)');
+  }
+  if (c.REDIS_URL !== undefined) {
+    for (const v of ['REDIS_USERNAME', 'REDIS_PASSWORD'] as const) {
+      if (c[v] !== undefined) issue(v, 'with REDIS_URL the credentials go in the URL: redis://user:password@host:port');
+    }
+    if (c.REDIS_TLS) issue('REDIS_TLS', 'with REDIS_URL, TLS is chosen by the scheme: rediss://host:port');
+  }
+  if (c.REDIS_SENTINELS === undefined) {
+    for (const v of ['REDIS_SENTINEL_USERNAME', 'REDIS_SENTINEL_PASSWORD'] as const) {
+      if (c[v] !== undefined && chosen.length > 0) issue(v, 'applies only with REDIS_SENTINELS');
+    }
+  }
+  if (c.REDIS_USERNAME !== undefined && c.REDIS_PASSWORD === undefined) issue('REDIS_PASSWORD', 'REDIS_USERNAME needs REDIS_PASSWORD');
+  if (c.REDIS_SENTINEL_USERNAME !== undefined && c.REDIS_SENTINEL_PASSWORD === undefined) issue('REDIS_SENTINEL_PASSWORD', 'REDIS_SENTINEL_USERNAME needs REDIS_SENTINEL_PASSWORD');
+  if (c.REDIS_TLS_CA_FILE !== undefined) {
+    const tls = c.REDIS_TLS || c.REDIS_URL?.startsWith('rediss://') === true;
+    if (!tls && chosen.length > 0) issue('REDIS_TLS_CA_FILE', 'applies with TLS only: set REDIS_TLS=true (or use a rediss:// REDIS_URL)');
+    try {
+      accessSync(c.REDIS_TLS_CA_FILE, fsConstants.R_OK);
+    } catch {
+      issue('REDIS_TLS_CA_FILE', `cannot read ${JSON.stringify(c.REDIS_TLS_CA_FILE.slice(0, 200))}: give the path of a PEM file of the CA that signed the Redis servers' certificates`);
+    }
+  }
+}
+
+/** The topology the REDIS_* variables describe, or null for the in-memory store. */
+function redisTopology(c: RawConfig): RedisTopology | null {
+  const access = {
+    ...(c.REDIS_USERNAME !== undefined ? { username: c.REDIS_USERNAME } : {}),
+    ...(c.REDIS_PASSWORD !== undefined ? { password: c.REDIS_PASSWORD } : {}),
+    ...(c.REDIS_SENTINEL_USERNAME !== undefined ? { sentinelUsername: c.REDIS_SENTINEL_USERNAME } : {}),
+    ...(c.REDIS_SENTINEL_PASSWORD !== undefined ? { sentinelPassword: c.REDIS_SENTINEL_PASSWORD } : {}),
+    ...(c.REDIS_TLS_CA_FILE !== undefined ? { tlsCaFile: c.REDIS_TLS_CA_FILE } : {}),
+  };
+  if (c.REDIS_URL !== undefined) return { kind: 'single', url: c.REDIS_URL, ...access, tls: c.REDIS_URL.startsWith('rediss://') };
+  if (c.REDIS_CLUSTER_NODES !== undefined) return { kind: 'cluster', nodes: c.REDIS_CLUSTER_NODES, ...access, tls: c.REDIS_TLS };
+  if (c.REDIS_SENTINELS !== undefined && c.REDIS_SENTINEL_MASTER !== undefined) {
+    return { kind: 'sentinel', sentinels: c.REDIS_SENTINELS, masterName: c.REDIS_SENTINEL_MASTER, ...access, tls: c.REDIS_TLS };
+  }
+  return null;
+}
+
 export type RawConfig = z.infer<typeof schema>;
 
 export interface Config extends RawConfig {
@@ -248,6 +406,8 @@ export interface Config extends RawConfig {
   issuer: string;
   /** The default execute location (`default_location`), also accepted as agent JWT `aud`. */
   executeUrl: string;
+  /** Where the Redis store lives, or null for the in-memory store. */
+  redis: RedisTopology | null;
 }
 
 export class ConfigError extends Error {
@@ -275,9 +435,15 @@ function quoted(variable: string, value: string | undefined): string | undefined
   return JSON.stringify(cut).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
-/** A numeric variable's bounds, read from its schema, so a message states the range it checks. */
-function numberBounds(variable: string): { min: number | undefined; max: number | undefined } {
-  let type: unknown = (schema.shape as Record<string, unknown>)[variable];
+/** Every variable the schema reads (tests cover each; a new setting is covered without a list). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(objectSchema.shape);
+
+/**
+ * A numeric variable's bounds, read from its schema, so a message states the range it checks (and a
+ * test checks the same range); both undefined for a variable that is not a plain number.
+ */
+export function numberBounds(variable: string): { min: number | undefined; max: number | undefined } {
+  let type: unknown = (objectSchema.shape as Record<string, unknown>)[variable];
   for (let depth = 0; depth < 4 && type !== undefined && !(type instanceof z.ZodNumber); depth++) {
     type = (type as { _zod?: { def?: { innerType?: unknown } } })._zod?.def?.innerType;
   }
@@ -336,13 +502,18 @@ function problemText(issue: z.core.$ZodIssue, env: Record<string, string | undef
 /** Parses the environment; throws ConfigError listing every problem. Empty strings count as unset. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
-  const parsed = schema.safeParse(present);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((issue) => problemText(issue, present)));
+  // A value of spaces only is neither unset nor a value: a number read from it would be 0, which
+  // means "no limit" or "off" for several settings. Refused, naming it, with the other problems.
+  const blank = Object.keys(objectSchema.shape)
+    .filter((name) => present[name] !== undefined && present[name]!.trim() === '')
+    .map((name) => `${name}: is blank (spaces only); give a value or leave it unset`);
+  const parsed = schema.safeParse(Object.fromEntries(Object.entries(present).filter(([, v]) => v!.trim() !== '')));
+  if (!parsed.success || blank.length > 0) {
+    throw new ConfigError([...blank, ...(parsed.success ? [] : parsed.error.issues.map((issue) => problemText(issue, present)))]);
   }
   const raw = parsed.data;
   // A host name, not 127.0.0.1: WebAuthn never accepts an IP address as relying-party id, so with
   // this default the quick start's approval page can use passkeys. It still listens on HOST.
   const issuer = (raw.ISSUER ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, '');
-  return { ...raw, issuer, executeUrl: `${issuer}/capability/execute` };
+  return { ...raw, issuer, executeUrl: `${issuer}/capability/execute`, redis: redisTopology(raw) };
 }

@@ -38,28 +38,34 @@ function enableCompileCache(): void {
   if (result.directory) process.env.NODE_COMPILE_CACHE = result.directory;
 }
 
-/** The store, and the Redis client the rate limiter shares with it (none for the memory store). */
-async function openStore(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: Store; redisClient?: unknown }> {
-  const { describeTarget } = await import('./store/redis/connection.ts');
-  if (!config.REDIS_URL) {
+/**
+ * The store, the Redis client the rate limiter shares with it (none for the memory store), and the
+ * words the start-up line uses for it: which topology, where, and what a withdrawal waits for.
+ */
+async function openStore(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: Store; redisClient?: unknown; described: string }> {
+  if (!config.redis) {
     const { MemoryStore } = await import('./store/memory/memory-store.ts');
-    logger.warn('no REDIS_URL: using the in-memory store; nothing survives a restart and instances share nothing');
+    logger.warn('no Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the in-memory store; nothing survives a restart and instances share nothing');
     // A failing invalidation listener is reported, as the Redis store reports its own.
-    return { store: new MemoryStore({ onListenerError: (err) => logger.warn('a key-cache invalidation listener failed', { error: err.message }) }) };
+    const store = new MemoryStore({ onListenerError: (err) => logger.warn('a key-cache invalidation listener failed', { error: err.message }) });
+    return { store, described: 'memory (nothing survives a restart)' };
   }
   const { createRedisStore } = await import('./store/redis/redis-store.ts');
+  const { redisStoreOptions } = await import('./store/redis/from-config.ts');
   const store = await createRedisStore({
-    url: config.REDIS_URL,
-    keyPrefix: config.REDIS_KEY_PREFIX,
-    commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+    ...redisStoreOptions(config.redis, config),
     // Reconnection is automatic; operators still need to see that Redis went away.
     onConnectionError: (err) => {
       metrics.redisConnectionError();
       logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message });
     },
   });
-  logger.info('using Redis', { target: describeTarget({ url: config.REDIS_URL }), keyPrefix: config.REDIS_KEY_PREFIX });
-  return { store, redisClient: store.connection };
+  const durability = store.durability();
+  logger.info('using Redis', { topology: config.redis.kind, target: store.target, keyPrefix: config.REDIS_KEY_PREFIX, withdrawalsWaitFor: durability });
+  if (durability.startsWith('no replica')) {
+    logger.warn('no Redis replica to wait for: a failover could undo an acknowledged revocation; add replicas (DESIGN §10) or set REDIS_WAIT_REPLICAS=0 to say this is intended');
+  }
+  return { store, redisClient: store.connection, described: `redis ${config.redis.kind} (${store.target}, prefix ${config.REDIS_KEY_PREFIX}; withdrawals wait for ${durability})` };
 }
 
 async function main(): Promise<void> {
@@ -105,8 +111,6 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   const { createRateLimits } = await import('./ratelimit/limits.ts');
   const { loadPolicyEngine } = await import('./policy/engine.ts');
   const { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail } = await import('./services/audit-trail.ts');
-  const { describeTarget } = await import('./store/redis/connection.ts');
-
   // Off (records nothing) unless METRICS_TOKEN or METRICS_PORT is set.
   const metrics = createMetrics(config);
   if (cluster.isWorker) answerClusterScrapes(metrics);
@@ -119,7 +123,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stop(signal, 0));
   if (config.INSECURE_DEV_SIGN_IN) logger.warn('INSECURE_DEV_SIGN_IN is on: anyone can sign in to the approval page by typing a name and approve agents; for local use only');
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
-  const { store, redisClient } = await openStore(config, logger, metrics);
+  const { store, redisClient, described: storeDescription } = await openStore(config, logger, metrics);
   // The audit trail records from here on (reloads included); shutdown flushes it before the store closes.
   const audit = startAuditTrail(config, store, logger);
   const catalog = await loadCatalog(config.CAPABILITIES_FILE);
@@ -186,7 +190,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     logger.info('agentgate listening', {
       // Every line carries the process id already (src/logger.ts).
       host: config.HOST, port: config.PORT, issuer: config.issuer,
-      store: config.REDIS_URL ? `redis (${describeTarget({ url: config.REDIS_URL })}, prefix ${config.REDIS_KEY_PREFIX})` : 'memory (nothing survives a restart)',
+      store: storeDescription,
       policy: { sha256: policy.info().sha256, path: config.POLICY_WASM_PATH, watched: config.POLICY_WATCH },
       operators: { builtin: operators.names().filter((n) => !operators.isPlugin(n)), plugins: operators.names().filter((n) => operators.isPlugin(n)), dir: config.PLUGINS_DIR },
       approvalMethods: ['device_authorization'],

@@ -15,6 +15,7 @@ import { releasePendingSlot, revokeAgentById } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
 import { activateHost, linkHost, withdrawHostTrust } from './hosts.ts';
 import { newHostId } from './ids.ts';
+import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
 import type { UserCodes } from './user-codes.ts';
 
@@ -135,6 +136,7 @@ export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Om
   const snapshot = await transitionAgent(deps.store, agentId, (current) => (decided = denialChange(deps.userCodes, current, decision, nowMs)));
   recordDecision(deps, 'approval.denied', snapshot, decided, { ...(decision.by ?? ADMIN_API), person_id: decision.userId });
   await releasePendingSlot(deps, snapshot);
+  await confirmWithdrawal(deps, { agentIds: [agentId] }, 'the denial', "read the agent's status shortly, and deny again if it waits for approval again");
   return snapshot;
 }
 

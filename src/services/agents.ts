@@ -14,6 +14,7 @@ import { indexOpenApproval, newApproval, withoutGrants } from './approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
+import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
 
 /** The agent named by a host request, which must belong to that host (403 unauthorized). */
@@ -196,6 +197,7 @@ export async function revokeAgentById(
   });
   await forgetCachedKeyEverywhere(deps, agentId);
   await releasePendingSlot(deps, result);
+  await confirmWithdrawal(deps, { agentIds: [agentId] }, 'the revocation');
   return result;
 }
 
@@ -236,6 +238,7 @@ export async function rotateAgentKey(deps: ServiceDeps, token: string | null, ag
   if (replaced !== null) await deps.store.releaseAgentKey(hostId, agentId, replaced);
   await forgetCachedKeyEverywhere(deps, agentId);
   if (replaced !== null) deps.audit.record({ type: 'agent.key_rotated', actor: 'host', agent_id: agentId, host_id: hostId, key_version: result.agent.keyVersion });
+  await confirmWithdrawal(deps, { agentIds: [agentId] }, 'the key rotation');
   return result;
 }
 
@@ -373,5 +376,6 @@ export async function revokeCapabilities(
       capabilities: [...new Set(revoked.map((g) => g.capability))], grant_ids: revoked.map((g) => g.id),
     });
   }
+  await confirmWithdrawal(deps, { agentIds: [agentId] }, 'the revocation');
   return { snapshot, revoked };
 }

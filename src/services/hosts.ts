@@ -8,14 +8,20 @@ import type { AgentChange } from '../store/store.ts';
 import { releasePendingSlot, revokeChange } from './agents.ts';
 import type { ServiceDeps } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
+import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
 
-/** Applies `decide` to every agent of a host, one atomic transition each; returns how many changed. */
+/**
+ * Applies `decide` to every agent of a host, one atomic transition each; returns how many changed
+ * and every agent it visited (a withdrawal confirms all of them: a repeat of one that was not yet
+ * durable changes nothing, yet must still confirm what the first attempt wrote).
+ */
 export async function cascadeToAgents(
   deps: ServiceDeps, hostId: string, decide: (snapshot: AgentSnapshot) => AgentChange | null,
-): Promise<number> {
+): Promise<{ changed: number; agentIds: string[] }> {
   let changed = 0;
-  for (const agentId of await deps.store.listHostAgentIds(hostId)) {
+  const agentIds = await deps.store.listHostAgentIds(hostId);
+  for (const agentId of agentIds) {
     let touched = false;
     try {
       await transitionAgent(deps.store, agentId, (snapshot) => {
@@ -33,7 +39,7 @@ export async function cascadeToAgents(
       await forgetCachedKeyEverywhere(deps, agentId);
     }
   }
-  return changed;
+  return { changed, agentIds };
 }
 
 /** Revoked and rejected hosts stay so: no write, and no cascade, brings one back. */
@@ -63,7 +69,7 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord, by: AuditB
   const result = await deps.store.updateHost(host.id, { status: 'revoked', updatedAtMs: nowMs });
   if (!result) throw new ApiError('host_not_found', 'the host does not exist');
   const updated = result.host;
-  const agentsRevoked = await cascadeToAgents(deps, host.id, (snapshot) => {
+  const { changed: agentsRevoked, agentIds } = await cascadeToAgents(deps, host.id, (snapshot) => {
     const alreadyRevoked = snapshot.agent.status === 'revoked' && snapshot.agent.hostStatus === 'revoked';
     if (alreadyRevoked) return null;
     const change = revokeChange(snapshot, nowMs);
@@ -72,6 +78,7 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord, by: AuditB
   await deps.store.untrackPending('host', host.id);
   deps.logger.info('host revoked', { hostId: host.id, agentsRevoked });
   deps.audit.record({ type: 'host.revoked', ...by, host_id: host.id, agents_revoked: agentsRevoked });
+  await confirmWithdrawal(deps, { hostIds: [host.id], agentIds }, 'the revocation');
   return { host: updated, agentsRevoked };
 }
 
@@ -87,13 +94,18 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
   const host = verified.host!;
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
   const thumbprint = jwkThumbprint(jwk);
-  if (thumbprint === host.thumbprint) return host;
+  if (thumbprint === host.thumbprint) {
+    // A repeat of a rotation that was not yet durable (the host signs with its new key now).
+    await confirmWithdrawal(deps, { hostIds: [host.id] }, 'the key rotation');
+    return host;
+  }
   const outcome = await deps.store.rotateHostKey(host.id, host.thumbprint, { thumbprint, publicJwk: jwk, updatedAtMs: deps.clock.nowMs() });
   if (outcome === 'not_found') throw new ApiError('host_not_found', 'the host does not exist');
   if (outcome === 'taken') throw new ApiError('invalid_request', 'another host already uses this key');
   if (outcome === 'conflict') throw new ApiError('conflict', 'the host key changed concurrently; retry');
-  await cascadeToAgents(deps, host.id, (s) => (s.agent.hostThumbprint === thumbprint ? null : { set: { hostThumbprint: thumbprint } }));
+  const { agentIds } = await cascadeToAgents(deps, host.id, (s) => (s.agent.hostThumbprint === thumbprint ? null : { set: { hostThumbprint: thumbprint } }));
   deps.audit.record({ type: 'host.key_rotated', actor: 'host', host_id: host.id });
+  await confirmWithdrawal(deps, { hostIds: [host.id], agentIds }, 'the key rotation');
   const rotated = await deps.store.getHost(host.id);
   if (!rotated) throw new ApiError('host_not_found', 'the host does not exist');
   return rotated;
@@ -116,7 +128,7 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
   const updated = await updateLiveHost(deps, host.id, {
     userId, status: 'active', updatedAtMs: nowMs, ...(host.activatedAtMs === undefined ? { activatedAtMs: nowMs } : {}),
   });
-  const claimed = await cascadeToAgents(deps, host.id, (snapshot) => {
+  const { changed: claimed, agentIds } = await cascadeToAgents(deps, host.id, (snapshot) => {
     const { agent } = snapshot;
     // A revocation that landed after our write has cascaded (or will): never undo its copy.
     if (isTerminalHost(agent.hostStatus)) return null;
@@ -135,6 +147,8 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
   await deps.store.untrackPending('host', host.id);
   deps.logger.info('host linked to a user', { hostId: host.id, userId, agentsTouched: claimed });
   deps.audit.record({ type: 'host.linked', ...by, host_id: host.id, person_id: userId, agents_changed: claimed });
+  // Claiming withdraws the host's autonomous agents' authority; a link that claimed none waits for nothing.
+  if (claimed > 0) await confirmWithdrawal(deps, { hostIds: [host.id], agentIds }, 'the link (it ended the host\'s autonomous agents)', "check shortly that the host's autonomous agents show as claimed");
   return updated;
 }
 
@@ -169,6 +183,7 @@ const isLiveAgent = (status: AgentSnapshot['agent']['status']) => status === 'ac
  * copied that status and wait for approval: they are a new request, not a leftover.
  */
 export async function withdrawHostTrust(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
+  const visited = new Set<string>();
   const revokeLive = (onlyAdmittedWhileTrusted: boolean) => {
     const nowMs = deps.clock.nowMs();
     const freed: AgentSnapshot[] = [];
@@ -177,8 +192,9 @@ export async function withdrawHostTrust(deps: ServiceDeps, host: HostRecord, by:
       if (!isLiveAgent(agent.status) || (onlyAdmittedWhileTrusted && agent.hostStatus === 'pending')) return null;
       if (agent.status === 'pending') freed.push(snapshot);
       return revokeChange(snapshot, nowMs);
-    }).then(async (changed) => {
+    }).then(async ({ changed, agentIds }) => {
       for (const snapshot of freed) await releasePendingSlot(deps, { ...snapshot, agent: { ...snapshot.agent, status: 'revoked' } });
+      for (const id of agentIds) visited.add(id);
       return changed;
     });
   };
@@ -188,5 +204,6 @@ export async function withdrawHostTrust(deps: ServiceDeps, host: HostRecord, by:
   agentsRevoked += await revokeLive(true);
   deps.logger.info('host unlinked: trust withdrawn', { hostId: host.id, personId: host.userId, agentsRevoked });
   deps.audit.record({ type: 'host.unlinked', ...by, host_id: host.id, ...(host.userId !== undefined ? { unlinked_person_id: host.userId } : {}), agents_revoked: agentsRevoked });
+  await confirmWithdrawal(deps, { hostIds: [host.id], agentIds: [...visited] }, 'the unlink', 'unlink again if the host still shows as linked');
   return { host: withdrawn, agentsRevoked };
 }

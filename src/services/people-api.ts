@@ -14,14 +14,14 @@ import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { approveAgent, denyAgent } from './admin.ts';
-import { releasePendingSlot, revokeChange } from './agents.ts';
+import { revokeAgentById } from './agents.ts';
 import { withoutGrants } from './approvals.ts';
 import { approvalForPerson, decidesFor, type ApprovalForPerson, type PageDeps } from './device-approvals.ts';
 import type { ServiceDeps } from './deps.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
 import { revokeHost, withdrawHostTrust } from './hosts.ts';
-import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import type { PersonSession, SignedIn } from './people.ts';
+import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
 
 /** Which door a person came through, for the audit trail: their JSON API, or their account page. */
@@ -253,10 +253,7 @@ export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession
 /** Revokes one of my agents and every grant it holds (protocol §4.7's effect); idempotent. */
 export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId: string, via: PersonDoor = 'people_api'): Promise<AgentSnapshot> {
   await myAgent(deps, personId, agentId);
-  const result = await transitionAgent(deps.store, agentId, (snapshot) =>
-    snapshot.agent.status === 'revoked' ? null : revokeChange(snapshot, deps.clock.nowMs()));
-  await forgetCachedKeyEverywhere(deps, agentId);
-  await releasePendingSlot(deps, result);
+  const result = await revokeAgentById(deps, agentId);
   deps.logger.info('agent revoked by a person', { agentId, personId });
   deps.audit.record({ type: 'agent.revoked', actor: 'person', via, person_id: personId, agent_id: agentId, host_id: result.agent.hostId });
   return result;
@@ -295,6 +292,7 @@ export async function revokeMyGrant(
       capability: grant!.capability, grant_ids: [grantId],
     });
   }
+  await confirmWithdrawal(deps, { agentIds: [agentId] }, 'the revocation');
   return { snapshot, grant: grant! };
 }
 

@@ -27,6 +27,8 @@ export const SLOW_CALL_MS = 20;
 
 export interface GuardOptions {
   deadlineMs?: number | undefined;
+  /** Calls that may take longer than others by design, and by how much (e.g. waiting for a replica). */
+  extraMs?: Partial<Record<keyof Store, number>> | undefined;
   metrics?: Metrics | undefined;
 }
 
@@ -43,11 +45,12 @@ export function failClosedStore(store: Store, logger: Logger, options: GuardOpti
       let fn = wrapped.get(property);
       if (!fn) {
         const call = String(property);
+        const callDeadlineMs = deadlineMs === undefined ? undefined : deadlineMs + (options.extraMs?.[property as keyof Store] ?? 0);
         fn = async (...args: unknown[]) => {
           const startedAt = timed ? performance.now() : 0;
           try {
             const pending = (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-            return await (deadlineMs === undefined ? pending : within(pending, deadlineMs, `storage call ${call}`));
+            return await (callDeadlineMs === undefined ? pending : within(pending, callDeadlineMs, `storage call ${call}`));
           } catch (err) {
             if (err instanceof ApiError) throw err;
             if (!target.isUnavailable(err)) {

@@ -47,6 +47,14 @@ export interface ExecuteRoundTrip {
   sessionTtlMs: number;
 }
 
+/** The records a withdrawal wrote, whose durability confirmDurable waits for. */
+export interface DurabilityAnchors {
+  agentIds?: readonly string[];
+  hostIds?: readonly string[];
+}
+
+export type Durability = 'durable' | 'not_durable';
+
 /** At most this many capability names in one round trip (a batch names at most 50). */
 export const MAX_ROUND_TRIP_CAPABILITIES = 256;
 
@@ -279,6 +287,15 @@ export interface Store {
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;
   onAgentInvalidation(listener: (agentId: string) => void): void;
+
+  // ---- durability ----------------------------------------------------------------------------
+  /**
+   * Waits until the writes acknowledged so far to these agents' and hosts' records would survive
+   * the loss of the master that took them (DESIGN §10: withdrawals of authority wait for a
+   * replica). `not_durable` when the replicas did not answer in time: the writes stand, but a
+   * failover now could undo them. Never throws for that; the memory store has nothing to wait for.
+   */
+  confirmDurable(anchors: DurabilityAnchors): Promise<Durability>;
 
   // ---- lifecycle -----------------------------------------------------------------------------
   /**

@@ -984,6 +984,14 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       it('ping answers while the store is open', async () => {
         await expect(store.ping()).resolves.toBeUndefined();
       });
+
+      it('confirmDurable answers durable where there is no replica to wait for, for any records, known or not', async () => {
+        // The contract runs on a store with no replica (the memory store, a lone Redis, a cluster
+        // of masters): nothing is waited for. test/integration/store.redis-durability.test.ts
+        // covers a master with a replica, and one that stops acknowledging.
+        await expect(store.confirmDurable({ agentIds: ['agt_missing', 'agt_{odd}'], hostIds: ['host_missing'] })).resolves.toBe('durable');
+        await expect(store.confirmDurable({})).resolves.toBe('durable');
+      });
     });
 
     auditContract(() => subject);

@@ -166,21 +166,100 @@ function killAllOnExit(): void {
 }
 
 /**
+ * Kills child when this process exits, however the tests ended (SIGKILL, which also ends a process a
+ * test has stopped with SIGSTOP). The child is forgotten once it exits, so the set does not grow with
+ * every server a long run starts and stops.
+ */
+export function killOnExit(child: ChildProcess): void {
+  running.add(child);
+  killAllOnExit();
+  child.once('exit', () => running.delete(child));
+}
+
+/**
+ * Sends a signal to a server a test means to break (SIGSTOP to freeze it, SIGCONT to let it go on).
+ * Refuses a process that has already exited: the signal would be lost and the test would go on
+ * believing it had frozen or resumed something.
+ */
+export function signalServer(child: ChildProcess, signal: 'SIGSTOP' | 'SIGCONT', what: string): void {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    throw new Error(`cannot send ${signal} to ${what}: it has already exited (${child.signalCode ?? `code ${child.exitCode}`})`);
+  }
+  if (!child.kill(signal)) throw new Error(`cannot send ${signal} to ${what}: kill() refused it`);
+}
+
+/**
+ * Polls check until it returns null (done), at most timeoutMs. check returns what is still missing,
+ * so the error says both what did not happen and how far it got, not just that time ran out.
+ */
+export async function waitFor(what: string, timeoutMs: number, check: () => Promise<string | null>, pollMs = 50): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const missing = await check();
+    if (missing === null) return;
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms: ${missing}`);
+    await sleep(pollMs);
+  }
+}
+
+/** Where a one-off query goes: a server on the loopback, with its password if it has one. */
+export interface RedisAddress {
+  host: string;
+  port: number;
+  password?: string | undefined;
+}
+
+/**
+ * Opens a connection to one server, runs fn on it, and closes it. Nothing is retried or queued and
+ * every command has timeoutMs, so a dead or frozen server fails the query quickly instead of
+ * holding up the poll that asked.
+ */
+export async function queryRedis<T>(address: RedisAddress, fn: (client: Redis) => Promise<T>, timeoutMs = 1000): Promise<T> {
+  const client = new Redis({
+    host: address.host,
+    port: address.port,
+    password: address.password,
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    // No INFO before the first command: on a frozen server ioredis's ready check takes several
+    // times commandTimeout to give up, and fn's own command reports a server that is not ready.
+    enableReadyCheck: false,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  // The failing command reports the problem; the connection's own error event would only repeat it.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return await fn(client);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/**
  * Starts `redis-server` on a free port with no persistence, in its own temporary directory, plus
  * any extra arguments (e.g. ['--maxmemory-policy', 'allkeys-lru']), and waits until it answers.
+ * With options.password the server requires it (requirepass) and the URL carries it.
  */
 export async function startThrowawayRedis(
   extraArgs: string[] = [],
-  options: { port?: number; readyTimeoutMs?: number } = {},
+  options: { port?: number; readyTimeoutMs?: number; password?: string } = {},
 ): Promise<ThrowawayRedis> {
   const port = options.port ?? (await freePort());
   const readyTimeoutMs = options.readyTimeoutMs ?? 5000;
   const dir = mkdtempSync(join(tmpdir(), 'agentgate-redis-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs];
+  // With a password the server requires AUTH, so the URL carries it: the readiness PING below, and
+  // every client a test opens on the URL, would otherwise be refused with NOAUTH.
+  const auth = options.password === undefined ? [] : ['--requirepass', options.password];
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth, ...extraArgs];
   const child = await spawnServer(args);
   running.add(child);
   killAllOnExit();
-  const url = `redis://127.0.0.1:${port}`;
+  const userInfo = options.password === undefined ? '' : `:${encodeURIComponent(options.password)}@`;
+  const url = `redis://${userInfo}127.0.0.1:${port}`;
   const stop = async (): Promise<void> => {
     running.delete(child);
     await killAndWait(child);

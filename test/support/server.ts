@@ -16,6 +16,8 @@ import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail, type AuditTrail } from '../../src/services/audit-trail.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
+import { redisStoreOptions } from '../../src/store/redis/from-config.ts';
+import type { Cluster } from 'ioredis';
 import type { Store } from '../../src/store/store.ts';
 import { SERVICE_POLICY } from './policies.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from './redis.ts';
@@ -92,15 +94,18 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   let redisClient: unknown;
   let cleanupStore: () => Promise<void>;
   if (options.store === 'redis') {
-    const url = options.redisUrl ?? (await redisUrlForTests());
-    const redisStore = await createRedisStore({
-      url, keyPrefix: config.REDIS_KEY_PREFIX, commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, onConnectionError: () => metrics.redisConnectionError(),
-    });
+    // A topology the test's env names (REDIS_CLUSTER_NODES, REDIS_SENTINELS), or one Redis.
+    const topology = config.redis ?? { kind: 'single' as const, url: options.redisUrl ?? (await redisUrlForTests()), tls: false };
+    const redisStore = await createRedisStore({ ...redisStoreOptions(topology, config), onConnectionError: () => metrics.redisConnectionError() });
     store = redisStore;
     redisClient = redisStore.connection;
+    // Each master holds its own slots' keys; a Sentinel set's servers are the test's own throwaways.
+    const urls = topology.kind === 'single'
+      ? [topology.url]
+      : topology.kind === 'cluster' ? (redisStore.connection as Cluster).nodes('master').map((node) => `redis://${node.options.host}:${node.options.port}`) : [];
     cleanupStore = async () => {
       await store.close();
-      await deletePrefix(url, config.REDIS_KEY_PREFIX);
+      await Promise.all(urls.map((url) => deletePrefix(url, config.REDIS_KEY_PREFIX)));
     };
   } else {
     store = new MemoryStore();

@@ -46,3 +46,74 @@ describe('ISSUER', () => {
     expect(loadConfig({ PORT: '4100' }).issuer).toBe('http://localhost:4100');
   });
 });
+
+describe('Redis topology (DESIGN §10: single, Sentinel or Cluster, chosen by configuration)', () => {
+  const problemsOf = (env: Record<string, string>): string => {
+    try {
+      loadConfig(env);
+    } catch (error) {
+      if (error instanceof ConfigError) return error.problems.join('\n');
+      throw error;
+    }
+    return '';
+  };
+
+  it('no Redis variable means the memory store', () => {
+    expect(loadConfig({}).redis).toBeNull();
+  });
+
+  it('REDIS_URL is one Redis; rediss:// turns TLS on', () => {
+    expect(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379' }).redis).toEqual({ kind: 'single', url: 'redis://127.0.0.1:6379', tls: false });
+    expect(loadConfig({ REDIS_URL: 'rediss://u:p@redis.example:6380' }).redis).toMatchObject({ kind: 'single', tls: true });
+  });
+
+  it('REDIS_CLUSTER_NODES is a cluster, with credentials and TLS for its nodes', () => {
+    const config = loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, 10.0.0.2:7001,[::1]:7002', REDIS_USERNAME: 'agentgate', REDIS_PASSWORD: 'pw', REDIS_TLS: 'true' });
+    expect(config.redis).toEqual({
+      kind: 'cluster',
+      nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }, { host: '::1', port: 7002 }],
+      username: 'agentgate', password: 'pw', tls: true,
+    });
+  });
+
+  it('REDIS_SENTINELS and REDIS_SENTINEL_MASTER are a Sentinel set, with the sentinels\' own credentials', () => {
+    const config = loadConfig({ REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_MASTER: 'agentgate', REDIS_PASSWORD: 'pw', REDIS_SENTINEL_PASSWORD: 'spw' });
+    expect(config.redis).toEqual({
+      kind: 'sentinel', sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }], masterName: 'agentgate',
+      password: 'pw', sentinelPassword: 'spw', tls: false,
+    });
+  });
+
+  it.each([
+    [{ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' }, /REDIS_CLUSTER_NODES: give one Redis topology, not REDIS_URL and REDIS_CLUSTER_NODES/],
+    [{ REDIS_SENTINELS: 's:26379' }, /REDIS_SENTINEL_MASTER: REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together/],
+    [{ REDIS_SENTINEL_MASTER: 'mymaster' }, /REDIS_SENTINELS: REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together/],
+    [{ REDIS_CLUSTER_NODES: 'a:1,b' }, /REDIS_CLUSTER_NODES: "b" is not host:port/],
+    [{ REDIS_CLUSTER_NODES: 'a:70000' }, /REDIS_CLUSTER_NODES: "a:70000" is not host:port/],
+    [{ REDIS_CLUSTER_NODES: ' , ' }, /REDIS_CLUSTER_NODES: must list from 1 to 32 host:port addresses/],
+    [{ REDIS_SENTINELS: 's:1', REDIS_SENTINEL_MASTER: 'my master' }, /REDIS_SENTINEL_MASTER: must be the master set's name/],
+    [{ REDIS_URL: 'redis://a:1', REDIS_PASSWORD: 'pw' }, /REDIS_PASSWORD: with REDIS_URL the credentials go in the URL/],
+    [{ REDIS_URL: 'redis://a:1', REDIS_TLS: 'true' }, /REDIS_TLS: with REDIS_URL, TLS is chosen by the scheme: rediss:/],
+    [{ REDIS_PASSWORD: 'pw' }, /REDIS_PASSWORD: applies to a Redis, and none is configured/],
+    [{ REDIS_CLUSTER_NODES: 'a:1', REDIS_USERNAME: 'u' }, /REDIS_PASSWORD: REDIS_USERNAME needs REDIS_PASSWORD/],
+    [{ REDIS_CLUSTER_NODES: 'a:1', REDIS_SENTINEL_PASSWORD: 'x' }, /REDIS_SENTINEL_PASSWORD: applies only with REDIS_SENTINELS/],
+    [{ REDIS_CLUSTER_NODES: 'a:1', REDIS_TLS: 'true', REDIS_TLS_CA_FILE: '/nonexistent/ca.pem' }, /REDIS_TLS_CA_FILE: cannot read "\/nonexistent\/ca.pem"/],
+    [{ REDIS_CLUSTER_NODES: 'a:1', REDIS_TLS_CA_FILE: 'package.json' }, /REDIS_TLS_CA_FILE: applies with TLS only/],
+    [{ REDIS_WAIT_REPLICAS: 'some' }, /REDIS_WAIT_REPLICAS/],
+    [{ REDIS_WAIT_REPLICAS: '9' }, /REDIS_WAIT_REPLICAS/],
+    [{ REDIS_WAIT_TIMEOUT_MS: '5' }, /REDIS_WAIT_TIMEOUT_MS: must be a whole number from 10 to 10000/],
+    [{ WORKERS: '2' }, /WORKERS: more than one worker needs a Redis: REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS/],
+  ])('refuses %j, naming the variable and what it must be', (env, message) => {
+    expect(problemsOf(env)).toMatch(message);
+  });
+
+  it('never repeats a Redis password in a message', () => {
+    expect(problemsOf({ REDIS_PASSWORD: 'hunter2-secret' })).not.toContain('hunter2-secret');
+  });
+
+  it('waits for a replica by default (auto), for at most 500 ms', () => {
+    const config = loadConfig({ REDIS_URL: 'redis://a:1' });
+    expect([config.REDIS_WAIT_REPLICAS, config.REDIS_WAIT_TIMEOUT_MS]).toEqual(['auto', 500]);
+    expect(loadConfig({ REDIS_URL: 'redis://a:1', REDIS_WAIT_REPLICAS: '0' }).REDIS_WAIT_REPLICAS).toBe(0);
+  });
+});

@@ -30,8 +30,10 @@ type Service = {
   ports?: string[];
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test: string[] };
+  profiles?: string[];
 };
-const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services: Record<string, Service>; volumes?: Record<string, unknown> };
+// Merge keys (`<<: *agentgate`) as Docker Compose reads them.
+const compose = parse(readFileSync('docker-compose.yml', 'utf8'), { merge: true }) as { services: Record<string, Service>; volumes?: Record<string, unknown> };
 
 describe('Dockerfile', () => {
   const instructions = dockerfile();
@@ -104,5 +106,45 @@ describe('docker-compose.yml', () => {
     expect(() => loadConfig({ ...environment, ADMIN_TOKEN: 'a-token-of-sixteen-chars', ISSUER: 'http://localhost:3000' })).not.toThrow();
     expect(agentgate.healthcheck?.test.join(' ')).toMatch(/\/readyz/);
     expect(agentgate.ports).toEqual([`${environment.PORT}:${environment.PORT}`]);
+  });
+});
+
+describe('docker-compose.yml profiles: the other Redis topologies (README "Redis topologies")', () => {
+  const services = compose.services;
+  // The placeholders filled in, as the default service's test does.
+  const settingsOf = (name: string) => loadConfig({ ...services[name]!.environment, ADMIN_TOKEN: 'a-token-of-sixteen-chars', ISSUER: 'http://localhost:3001' });
+  const serviceName = (address: string) => address.split(':')[0]!;
+
+  it('the sentinel profile runs agentgate on the sentinels it starts, which watch a master that has a replica', () => {
+    const topology = settingsOf('agentgate-sentinel').redis;
+    expect(topology?.kind).toBe('sentinel');
+    if (topology?.kind !== 'sentinel') return;
+    for (const sentinel of topology.sentinels) {
+      const started = services[serviceName(sentinel.host)];
+      expect(started?.profiles, sentinel.host).toEqual(['sentinel']);
+      expect(String(started?.command)).toContain(`sentinel monitor ${topology.masterName} redis-primary 6379 2`);
+    }
+    expect(services['redis-replica']!.command).toEqual(expect.arrayContaining(['--replicaof', 'redis-primary']));
+    for (const node of ['redis-primary', 'redis-replica']) expect(services[node]!.command).toEqual(expect.arrayContaining(['--maxmemory-policy', 'noeviction', '--appendonly']));
+  });
+
+  it('the cluster profile runs agentgate on seed nodes it starts, six cluster nodes joined with a replica per master', () => {
+    const topology = settingsOf('agentgate-cluster').redis;
+    expect(topology?.kind).toBe('cluster');
+    if (topology?.kind !== 'cluster') return;
+    for (const node of topology.nodes) expect(services[serviceName(node.host)]?.profiles, node.host).toEqual(['cluster']);
+    const nodes = Object.keys(services).filter((name) => /^redis-node-\d$/.test(name));
+    expect(nodes).toHaveLength(6);
+    for (const node of nodes) expect(services[node]!.command).toEqual(expect.arrayContaining(['--cluster-enabled', 'yes', '--maxmemory-policy', 'noeviction']));
+    expect(String(services['redis-cluster-create']!.command)).toContain('--cluster-replicas 1');
+  });
+
+  it('each profile\'s agentgate is built like the default one, on a port of its own', () => {
+    const ports = ['agentgate', 'agentgate-sentinel', 'agentgate-cluster'].map((name) => {
+      expect(services[name]!.build).toBe('.');
+      expect(services[name]!.healthcheck?.test.join(' ')).toMatch(/\/readyz/);
+      return services[name]!.ports?.[0]?.split(':')[0];
+    });
+    expect(new Set(ports).size).toBe(3);
   });
 });

@@ -54,7 +54,7 @@ describe('Redis failures in agentgate\'s words', () => {
     [withCode('getaddrinfo ENOTFOUND redis', 'ENOTFOUND'), 'has a host name that does not resolve', 'ENOTFOUND'],
     [new Error('Connection is closed.'), 'closed the connection', 'connection_closed'],
     [Object.assign(new Error('Protocol error, got "H" as reply type byte. Please report this.'), { name: 'ParserError' }), 'sent a reply that is not Redis protocol (is it a Redis server?); the connection is reset', 'ParserError'],
-    [new Error('WRONGPASS invalid username-password pair or user is disabled.'), 'refused the credentials: check the user and password in REDIS_URL', 'WRONGPASS'],
+    [new Error('WRONGPASS invalid username-password pair or user is disabled.'), 'refused the credentials: check the user and password (in REDIS_URL, or REDIS_USERNAME and REDIS_PASSWORD)', 'WRONGPASS'],
     [new DeadlineError('connecting did not finish within 2500 ms'), 'did not answer in time', 'timeout'],
   ])('%s', (error, what, code) => {
     expect(describeRedisFailure(error)).toEqual({ what, code });

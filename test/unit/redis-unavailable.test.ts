@@ -19,6 +19,18 @@ describe('isRedisUnavailable', () => {
     ['a node still loading', new Error('LOADING Redis is loading the dataset in memory')],
     ['a full Redis under noeviction', new Error("OOM command not allowed when used memory > 'maxmemory'.")],
     ['our own deadline', new DeadlineError('storage call getAgent did not finish within 2100 ms')],
+    // A failover, as ioredis passes it up (issue 24 saw 500s for the first of these).
+    ['a redirection to a master that died', named('ReplyError', 'MOVED 5474 127.0.0.1:7001')],
+    ['an ASK to a node mid-migration that died', named('ReplyError', 'ASK 5474 127.0.0.1:7002')],
+    ['a slot being moved', new Error('TRYAGAIN Multiple keys request during rehashing of slot')],
+    ['redirections that never settle', new Error('Too many Cluster redirections. Last error: Error: Connection is closed.')],
+    ['a cluster whose slot map is not read yet', new Error("Cluster isn't ready and enableOfflineQueue options is false")],
+    ['a cluster none of whose seed nodes answers', named('ClusterAllFailedError', 'Failed to refresh slots cache.')],
+    ['a replica that lost its master', new Error('MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to no')],
+    ['a write to a demoted master', new Error("READONLY You can't write against a read only replica.")],
+    ['a master refusing writes for want of replicas', new Error('NOREPLICAS Not enough good replicas to write.')],
+    ['a blocked command a failover released', new Error('UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)')],
+    ['no sentinel answering', new Error('All sentinels are unreachable. Retrying from scratch after 100ms.')],
   ])('%s is an outage', (_what, error) => {
     expect(isRedisUnavailable(error)).toBe(true);
   });
@@ -28,6 +40,8 @@ describe('isRedisUnavailable', () => {
     ['a decoding bug', new TypeError("Cannot read properties of undefined (reading 'status')")],
     ['a corrupt record', new Error('stored agent agt_x is malformed: mode')],
     ['a wrong type', new Error('WRONGTYPE Operation against a key holding the wrong kind of value')],
+    ['keys in two slots (a bug in a script\'s keys)', new Error("CROSSSLOT Keys in request don't hash to the same slot")],
+    ['a word that merely starts like a code', new Error('MOVEDX is not a Redis reply')],
     ['not an error at all', 'boom'],
   ])('%s is not', (_what, error) => {
     expect(isRedisUnavailable(error)).toBe(false);

@@ -21,6 +21,7 @@ import type {
   AgentChange,
   CasResult,
   CreateAgentResult,
+  Durability,
   ExecuteRoundTrip,
   ExecuteRoundTripResult,
   HostPatch,
@@ -316,6 +317,11 @@ export class MemoryStore extends MemorySideRecords implements Store {
   }
 
   // ---- lifecycle -----------------------------------------------------------------------------
+
+  /** One process holds the only copy: there is no replica to wait for (and no failover to survive). */
+  async confirmDurable(): Promise<Durability> {
+    return 'durable';
+  }
 
   isUnavailable(error: unknown): boolean {
     return error instanceof MemoryStoreClosedError || error instanceof ReplayCacheFullError;

@@ -19,27 +19,57 @@ interface CommonOptions {
   connectTimeoutMs?: number;
   /** Connection-level errors (reconnect attempts and the like); default: ignored, as commands reject anyway. */
   onConnectionError?: (error: Error) => void;
+  /**
+   * Replicas a withdrawal of authority waits for (DESIGN §10): `auto` (default) waits for one on
+   * every master that has a replica when agentgate first meets it; 0 never waits.
+   */
+  waitReplicas?: 'auto' | number;
+  /** How long that wait may take before the change is reported as not yet durable; default 500. */
+  waitTimeoutMs?: number;
 }
 
-/** Either one Redis (`url`, e.g. redis://:password@host:6379/0) or a Redis Cluster (`clusterNodes`). */
+/** Credentials and TLS (DESIGN §10: each topology with TLS and ACL credentials). */
+interface AccessOptions {
+  /** ACL user and password of a cluster's or Sentinel set's data nodes (a URL carries its own). */
+  username?: string | undefined;
+  password?: string | undefined;
+  /** The sentinels' own credentials. */
+  sentinelUsername?: string | undefined;
+  sentinelPassword?: string | undefined;
+  /** TLS to the nodes (a single Redis: a rediss:// URL turns it on); `ca` is a PEM the servers' certificates chain to. */
+  tls?: { ca?: string | undefined } | undefined;
+}
+
+/**
+ * One Redis (`url`, e.g. redis://user:password@host:6379/0), a Redis Cluster (`clusterNodes`, some
+ * of its nodes) or a Sentinel set (`sentinels` and the master set's name).
+ */
 export type RedisStoreOptions = CommonOptions &
-  ({ url: string; clusterNodes?: undefined } | { clusterNodes: ClusterNodeAddress[]; url?: undefined });
+  AccessOptions &
+  (
+    | { url: string; clusterNodes?: undefined; sentinels?: undefined }
+    | { clusterNodes: ClusterNodeAddress[]; url?: undefined; sentinels?: undefined }
+    | { sentinels: ClusterNodeAddress[]; sentinelMasterName: string; url?: undefined; clusterNodes?: undefined }
+  );
 
 export type RedisConnection = Redis | Cluster;
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+export const DEFAULT_WAIT_TIMEOUT_MS = 500;
 
 /** Reconnect quickly at first, then every 2 s at most, forever: the service recovers on its own. */
 function reconnectDelayMs(attempt: number): number {
   return Math.min(attempt * 100, 2000);
 }
 
-/** Where the store connects, for messages: the URL without its password, or the cluster nodes. */
+const listed = (nodes: readonly ClusterNodeAddress[]) => nodes.map((node) => (node.host.includes(':') ? `[${node.host}]:${node.port}` : `${node.host}:${node.port}`)).join(',');
+
+/** Where the store connects, for messages: the URL without its password, the cluster's seed nodes, or the Sentinel set. */
 export function describeTarget(options: RedisStoreOptions): string {
-  if (options.clusterNodes) {
-    return `Redis Cluster ${options.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`;
-  }
+  const tls = options.tls ? ' over TLS' : '';
+  if (options.clusterNodes) return `Redis Cluster ${listed(options.clusterNodes)}${tls}`;
+  if (options.sentinels) return `Redis Sentinel master "${options.sentinelMasterName}" via ${listed(options.sentinels)}${tls}`;
   try {
     const url = new URL(options.url);
     if (url.password) url.password = '***';
@@ -57,6 +87,7 @@ export function describeTarget(options: RedisStoreOptions): string {
  */
 function commandConnectionOptions(options: RedisStoreOptions): RedisOptions {
   return {
+    ...accessOptions(options),
     lazyConnect: true,
     connectTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     commandTimeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
@@ -68,12 +99,26 @@ function commandConnectionOptions(options: RedisStoreOptions): RedisOptions {
 }
 
 /**
+ * Options of the connection withdrawals wait on (durability.ts): like the command connection, but
+ * never auto-pipelined (a round's marker and its WAIT go together, and nothing else joins them) and
+ * allowed the wait's own time on top of a command's.
+ */
+function durabilityConnectionOptions(options: RedisStoreOptions): RedisOptions {
+  return {
+    ...commandConnectionOptions(options),
+    enableAutoPipelining: false,
+    commandTimeout: (options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS) + (options.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS),
+  };
+}
+
+/**
  * Options of the pub/sub connection. SUBSCRIBE must wait for the connection rather than fail, and
  * ioredis re-subscribes after every reconnect, so this one keeps its offline queue and never
  * gives up on a subscription.
  */
 function subscriberConnectionOptions(options: RedisStoreOptions): RedisOptions {
   return {
+    ...accessOptions(options),
     lazyConnect: false,
     connectTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     maxRetriesPerRequest: null,
@@ -81,6 +126,31 @@ function subscriberConnectionOptions(options: RedisStoreOptions): RedisOptions {
     autoResubscribe: true,
     retryStrategy: reconnectDelayMs,
   };
+}
+
+/**
+ * Credentials and TLS as ioredis takes them. A single Redis's URL carries its own user and password
+ * (and rediss:// turns TLS on), so there only a CA is added. For Sentinel the same TLS settings
+ * apply to the sentinels, as a deployment that encrypts one hop encrypts both.
+ */
+function accessOptions(options: RedisStoreOptions): RedisOptions {
+  const tls = options.tls ? { tls: options.tls.ca === undefined ? {} : { ca: options.tls.ca } } : {};
+  const credentials = options.url === undefined
+    ? { ...(options.username !== undefined ? { username: options.username } : {}), ...(options.password !== undefined ? { password: options.password } : {}) }
+    : {};
+  const sentinel = options.sentinels
+    ? {
+        sentinels: options.sentinels.map((node) => ({ host: node.host, port: node.port })),
+        name: options.sentinelMasterName,
+        ...(options.sentinelUsername !== undefined ? { sentinelUsername: options.sentinelUsername } : {}),
+        ...(options.sentinelPassword !== undefined ? { sentinelPassword: options.sentinelPassword } : {}),
+        ...(options.tls ? { enableTLSForSentinelMode: true, sentinelTLS: tls.tls } : {}),
+        // A sentinel that cannot be reached is skipped quickly; the next one is asked.
+        sentinelRetryStrategy: reconnectDelayMs,
+        connectTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      }
+    : {};
+  return { ...tls, ...credentials, ...sentinel };
 }
 
 function openCluster(nodes: ClusterNodeAddress[], redisOptions: RedisOptions, lazyConnect: boolean): Cluster {
@@ -99,11 +169,14 @@ function openCluster(nodes: ClusterNodeAddress[], redisOptions: RedisOptions, la
 }
 
 /** Opens (lazily, for commands; eagerly, for pub/sub) one connection as the options describe. */
-export function openConnection(options: RedisStoreOptions, role: 'commands' | 'subscriber'): RedisConnection {
-  const redisOptions = role === 'commands' ? commandConnectionOptions(options) : subscriberConnectionOptions(options);
+export function openConnection(options: RedisStoreOptions, role: 'commands' | 'durability' | 'subscriber'): RedisConnection {
+  const redisOptions =
+    role === 'commands' ? commandConnectionOptions(options) : role === 'durability' ? durabilityConnectionOptions(options) : subscriberConnectionOptions(options);
   const connection = options.clusterNodes
-    ? openCluster(options.clusterNodes, redisOptions, role === 'commands')
-    : new Redis(options.url, redisOptions);
+    ? openCluster(options.clusterNodes, redisOptions, role !== 'subscriber')
+    : options.url !== undefined
+      ? new Redis(options.url, redisOptions)
+      : new Redis(redisOptions);
   // Without a listener ioredis prints every reconnect error to the console; commands already
   // reject on their own, so the errors go to the caller's hook (if any) and nowhere else, in our
   // words (the driver's error stays reachable as the cause).
@@ -152,9 +225,16 @@ export function describeRedisFailure(error: unknown): { what: string; code: stri
   if (error.name === 'MaxRetriesPerRequestError') return { what: 'did not answer before the connection was lost', code: error.name };
   if (error.name === 'ParserError') return { what: 'sent a reply that is not Redis protocol (is it a Redis server?); the connection is reset', code: error.name };
   const reply = /^([A-Z]{3,})\b/.exec(error.message)?.[1];
-  if (reply === 'NOAUTH' || reply === 'WRONGPASS') return { what: 'refused the credentials: check the user and password in REDIS_URL', code: reply };
+  if (reply === 'NOAUTH' || reply === 'WRONGPASS') return { what: 'refused the credentials: check the user and password (in REDIS_URL, or REDIS_USERNAME and REDIS_PASSWORD)', code: reply };
   if (reply !== undefined) return { what: 'answered with an error', code: reply };
   return { what: 'failed', code: typeof system === 'string' ? system : error.name };
+}
+
+/** The settings that say where the store connects, for a message that tells an operator what to check. */
+function settingNames(options: RedisStoreOptions): string {
+  if (options.clusterNodes) return 'the cluster nodes (REDIS_CLUSTER_NODES)';
+  if (options.sentinels) return 'the sentinels and the master set\'s name (REDIS_SENTINELS, REDIS_SENTINEL_MASTER)';
+  return 'the Redis URL (REDIS_URL)';
 }
 
 /**
@@ -179,7 +259,7 @@ export async function connectAndCheck(connection: RedisConnection, options: Redi
     connection.disconnect();
     const { what, code } = describeRedisFailure(socketError ?? error);
     throw new Error(
-      `cannot connect to ${target}: it ${what} (${code}). Check the Redis URL (REDIS_URL) and that Redis is running and reachable.`,
+      `cannot connect to ${target}: it ${what} (${code}). Check ${settingNames(options)} and that Redis is running and reachable.`,
       { cause: error },
     );
   } finally {
@@ -238,6 +318,24 @@ export async function closeConnection(connection: RedisConnection, ms: number): 
 }
 
 /**
+ * Messages of a Redis that is not serving. Besides a connection that is down or slow: a cluster
+ * reconfiguring (CLUSTERDOWN, TRYAGAIN; MOVED and ASK when ioredis's redirections end at a node
+ * that died or that no longer owns the slot; "Too many Cluster redirections" when they never
+ * settle), a node that is loading, read-only or a replica that lost its master (LOADING,
+ * MASTERDOWN, READONLY), a master refusing writes for want of replicas (NOREPLICAS), a client
+ * unblocked by a failover (UNBLOCKED), a busy script (BUSY), a full memory (OOM), and Sentinel
+ * with no sentinel or no master to offer. Each of these passes once the topology settles, so each
+ * is a 503 (retry later), never a 500 and never an allow.
+ */
+const UNAVAILABLE_MESSAGE = new RegExp(
+  [
+    'Connection is closed', 'Command timed out', "Stream isn't writeable", 'enableOfflineQueue', 'Failed to refresh slots cache',
+    'None of startup nodes', 'Too many Cluster redirections', "Cluster isn't ready", 'All sentinels are unreachable',
+    '^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|MASTERDOWN|READONLY|NOREPLICAS|UNBLOCKED|BUSY|OOM)\\b',
+  ].join('|'),
+);
+
+/**
  * Whether a failed command means Redis is unreachable, slow or not serving (503, retry later), as
  * opposed to a bug or corrupt data (500): the connection is down or closed, a command timed out or
  * was refused while disconnected, or a cluster is reconfiguring or still loading its data.
@@ -248,5 +346,5 @@ export function isRedisUnavailable(error: unknown): boolean {
   if (error.name === 'MaxRetriesPerRequestError' || error.name === 'ClusterAllFailedError') return true;
   const code = (error as NodeJS.ErrnoException).code;
   if (code !== undefined && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
-  return /Connection is closed|Command timed out|Stream isn't writeable|enableOfflineQueue|Failed to refresh slots cache|None of startup nodes|^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|BUSY|OOM)\b/.test(error.message);
+  return UNAVAILABLE_MESSAGE.test(error.message);
 }

@@ -43,6 +43,8 @@ export interface KeyLayout {
   personPasskeys(personKey: string): string;
   /** Agents or hosts waiting for approval, scored by creation time (one key each: no hash tag needed). */
   pendingSince(kind: PendingKind): string;
+  /** The marker a durability round writes in the slot of `anchorKey` (store/redis/durability.ts). */
+  durabilityMarker(anchorKey: string): string;
   /** A secret shared by every instance. */
   sharedSecret(name: string): string;
   /**
@@ -52,6 +54,13 @@ export interface KeyLayout {
   readonly auditStream: string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
   readonly invalidationChannel: string;
+}
+
+/** The hash tag of a key (`{...}`, as Redis Cluster hashes it), or the whole key without one. */
+export function hashTagOf(key: string): string {
+  const open = key.indexOf('{');
+  const close = open === -1 ? -1 : key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : key;
 }
 
 /** The audit stream's consumer group: every instance's webhook forwarder reads through it. */
@@ -82,6 +91,7 @@ export function keyLayout(prefix: string): KeyLayout {
     hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,
     userCode: (lookupKey) => `${prefix}ucode:{${lookupKey}}`,
     sharedSecret: (name) => `${prefix}secret:${name}`,
+    durabilityMarker: (anchorKey) => `${prefix}durable:{${hashTagOf(anchorKey)}}`,
     pendingSince: (kind) => `${prefix}pending-${kind}s`,
     personSession: (key) => `${prefix}psession:{${key}}`,
     usedChallenge: (challengeKey) => `${prefix}challenge:{${challengeKey}}`,

@@ -9,6 +9,8 @@ import type {
   AgentChange,
   CasResult,
   CreateAgentResult,
+  Durability,
+  DurabilityAnchors,
   ExecuteRoundTrip,
   ExecuteRoundTripResult,
   HostPatch,
@@ -33,11 +35,14 @@ import {
   closeConnection,
   connectAndCheck,
   DEFAULT_COMMAND_TIMEOUT_MS,
+  DEFAULT_WAIT_TIMEOUT_MS,
+  describeTarget,
   isRedisUnavailable,
   openConnection,
   type RedisConnection,
   type RedisStoreOptions,
 } from './connection.ts';
+import { ReplicaWait } from './durability.ts';
 import { InvalidationSubscriber } from './invalidations.ts';
 import { keyLayout, type KeyLayout } from './keys.ts';
 import { SCRIPTS, type ScriptName } from './scripts.ts';
@@ -63,7 +68,23 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
     connection.defineCommand(name, { numberOfKeys: script.numberOfKeys, lua: script.lua });
   }
   await connectAndCheck(connection, options);
-  return new RedisStore(connection, keys, options);
+  // Withdrawals wait for replicas on a connection of their own (durability.ts says why).
+  const durabilityConnection = openConnection(options, 'durability');
+  try {
+    await connectAndCheck(durabilityConnection, options);
+    const replicaWait = new ReplicaWait(durabilityConnection, {
+      replicas: options.waitReplicas ?? 'auto',
+      timeoutMs: options.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS,
+      markerKey: (anchorKey) => keys.durabilityMarker(anchorKey),
+      onRoundError: options.onConnectionError,
+    });
+    await replicaWait.start();
+    return new RedisStore(connection, keys, options, { connection: durabilityConnection, wait: replicaWait });
+  } catch (error) {
+    connection.disconnect();
+    durabilityConnection.disconnect();
+    throw error;
+  }
 }
 
 export class RedisStore extends RedisSideRecords implements Store {
@@ -73,10 +94,15 @@ export class RedisStore extends RedisSideRecords implements Store {
   readonly #keys: KeyLayout;
   readonly #options: RedisStoreOptions;
   readonly #invalidations: InvalidationSubscriber;
+  readonly #durability: { connection: RedisConnection; wait: ReplicaWait };
+  /** Where the store connects, in words (no password). */
+  readonly target: string;
 
   /** Use createRedisStore, which connects and checks the server first. */
-  constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions) {
+  constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions, durability: { connection: RedisConnection; wait: ReplicaWait }) {
     super(connection, keys);
+    this.#durability = durability;
+    this.target = describeTarget(options);
     this.#connection = connection;
     this.#scripts = connection as unknown as ScriptCommands;
     this.#keys = keys;
@@ -362,6 +388,20 @@ export class RedisStore extends RedisSideRecords implements Store {
     this.#invalidations.add(listener);
   }
 
+  // ---- durability ----------------------------------------------------------------------------
+
+  /** The agents' and hosts' own hash keys anchor the rounds: each lives in its record's slot. */
+  confirmDurable(anchors: DurabilityAnchors): Promise<Durability> {
+    const k = this.#keys;
+    const keys = [...(anchors.agentIds ?? []).filter(isTaggable).map(k.agent), ...(anchors.hostIds ?? []).filter(isTaggable).map(k.host)];
+    return this.#durability.wait.confirm(keys);
+  }
+
+  /** What withdrawals wait for, in words, for the start-up line. */
+  durability(): string {
+    return this.#durability.wait.describe();
+  }
+
   // ---- lifecycle -----------------------------------------------------------------------------
 
   isUnavailable(error: unknown): boolean {
@@ -375,7 +415,7 @@ export class RedisStore extends RedisSideRecords implements Store {
 
   async close(): Promise<void> {
     const ms = this.#options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-    await Promise.all([closeConnection(this.#connection, ms), this.#invalidations.close(ms)]);
+    await Promise.all([closeConnection(this.#connection, ms), closeConnection(this.#durability.connection, ms), this.#invalidations.close(ms)]);
   }
 }
 

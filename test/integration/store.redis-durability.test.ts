@@ -1,0 +1,108 @@
+// Withdrawals wait for a replica (DESIGN §10), tested on a real master and replica: what the store
+// decides to wait for, that a round confirms what the master took before it, that a replica that
+// stops acknowledging turns the answer into `not_durable` within the wait's bound, and that rounds
+// are shared, so withdrawals queued behind a stuck replica do not wait one timeout each.
+import { afterEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
+import { keyLayout } from '../../src/store/redis/keys.ts';
+import { signalServer, startThrowawayRedis, uniquePrefix, waitFor, type ThrowawayRedis } from '../support/redis.ts';
+
+const WAIT_TIMEOUT_MS = 300;
+
+const servers: ThrowawayRedis[] = [];
+const stores: RedisStore[] = [];
+afterEach(async () => {
+  await Promise.all(stores.splice(0).map((store) => store.close().catch(() => {})));
+  for (const server of servers.splice(0)) {
+    if (server.process.exitCode === null && server.process.signalCode === null) server.process.kill('SIGCONT');
+    await server.stop();
+  }
+});
+
+/** A master and a replica of it, in sync. */
+async function masterAndReplica(): Promise<{ master: ThrowawayRedis; replica: ThrowawayRedis }> {
+  // A replica's first sync would otherwise wait five seconds for more replicas to share it.
+  const master = await startThrowawayRedis(['--repl-diskless-sync-delay', '0']);
+  servers.push(master);
+  const replica = await startThrowawayRedis(['--replicaof', '127.0.0.1', String(master.port)]);
+  servers.push(replica);
+  const client = new Redis(master.url, { lazyConnect: true });
+  try {
+    await waitFor('the replica to connect to its master', 10_000, async () => {
+      const info = await client.info('replication');
+      return /connected_slaves:1/.test(info) && /state=online/.test(info) ? null : 'no online replica yet';
+    });
+  } finally {
+    client.disconnect();
+  }
+  return { master, replica };
+}
+
+async function openStore(url: string, waitReplicas: 'auto' | number = 'auto'): Promise<RedisStore> {
+  const store = await createRedisStore({ url, keyPrefix: uniquePrefix('durability'), waitReplicas, waitTimeoutMs: WAIT_TIMEOUT_MS });
+  stores.push(store);
+  return store;
+}
+
+describe('a withdrawal waits for a replica (store/redis/durability.ts)', () => {
+  it('with a replica connected at start-up, auto waits for one, and a round confirms what the master took', async () => {
+    const { master } = await masterAndReplica();
+    const store = await openStore(master.url);
+    expect(store.durability()).toBe('1 replica');
+    expect(await store.confirmDurable({ agentIds: ['agt_a'], hostIds: ['host_b'] })).toBe('durable');
+  });
+
+  it('with no replica, auto waits for nothing and says so; REDIS_WAIT_REPLICAS=1 then never confirms', async () => {
+    const lone = await startThrowawayRedis();
+    servers.push(lone);
+    const auto = await openStore(lone.url);
+    expect(auto.durability()).toMatch(/^no replica/);
+    expect(await auto.confirmDurable({ agentIds: ['agt_a'] })).toBe('durable');
+    const strict = await openStore(lone.url, 1);
+    const startedAt = Date.now();
+    expect(await strict.confirmDurable({ agentIds: ['agt_a'] })).toBe('not_durable');
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(WAIT_TIMEOUT_MS - 20);
+  });
+
+  it('a replica that stopped acknowledging makes the answer not_durable, and confirms again once it is back', async () => {
+    const { master, replica } = await masterAndReplica();
+    const store = await openStore(master.url);
+    signalServer(replica.process, 'SIGSTOP', 'the replica');
+    expect(await store.confirmDurable({ agentIds: ['agt_a'] })).toBe('not_durable');
+    signalServer(replica.process, 'SIGCONT', 'the replica');
+    await waitFor('the resumed replica to acknowledge again', 10_000, async () =>
+      (await store.confirmDurable({ agentIds: ['agt_a'] })) === 'durable' ? null : 'still not durable');
+  });
+
+  it('withdrawals queued behind a stuck replica share rounds: twenty wait about two timeouts, not twenty', async () => {
+    const { master, replica } = await masterAndReplica();
+    const store = await openStore(master.url);
+    signalServer(replica.process, 'SIGSTOP', 'the replica');
+    const startedAt = Date.now();
+    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => store.confirmDurable({ agentIds: [`agt_${i}`] })));
+    const elapsedMs = Date.now() - startedAt;
+    expect(outcomes.every((o) => o === 'not_durable')).toBe(true);
+    expect(elapsedMs).toBeLessThan(4 * WAIT_TIMEOUT_MS + 1000);
+    signalServer(replica.process, 'SIGCONT', 'the replica');
+  });
+
+  it('the marker a round writes lives in the slot of the record it confirms, and expires', async () => {
+    const { master } = await masterAndReplica();
+    const store = await openStore(master.url);
+    const layout = keyLayout('ag:');
+    expect(layout.durabilityMarker(layout.agent('agt_x'))).toBe('ag:durable:{agt_x}');
+    expect(layout.durabilityMarker(layout.host('host_y'))).toBe('ag:durable:{host_y}');
+    expect(await store.confirmDurable({ agentIds: ['agt_x'] })).toBe('durable');
+    const client = new Redis(master.url);
+    try {
+      const markers = await client.keys('*durable:{agt_x}');
+      expect(markers).toHaveLength(1);
+      const ttlMs = await client.pttl(markers[0]!);
+      expect(ttlMs).toBeGreaterThan(0);
+      expect(ttlMs).toBeLessThanOrEqual(10_000);
+    } finally {
+      client.disconnect();
+    }
+  });
+});

@@ -14,6 +14,8 @@
 import { randomUUID } from 'node:crypto';
 import { cpus } from 'node:os';
 import { Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { budgetKey } from '../src/ratelimit/limits.ts';
 import { keyLayout } from '../src/store/redis/keys.ts';
 import { Client } from '../test/support/client.ts';
 import { sleep, startThrowawayRedis } from '../test/support/redis.ts';
@@ -201,16 +203,20 @@ try {
     const executeKeys = [layout.agent(agent.id), layout.session(agent.id), layout.grants(agent.id), layout.grantsByCapability(agent.id), layout.agentJti(agent.id, randomUUID())];
     const executeSlots = new Set(executeKeys.map(keySlot));
     const limitKeys = inventory.filter((k) => k.shape.includes('rl:')).map((k) => k.shape);
+    const agentBudgetSlot = keySlot(`${PREFIX}rl:agent:${budgetKey(agent.id)}`);
+    const hostBudgetSlot = keySlot(`${PREFIX}rl:host:${budgetKey(hostId)}`);
+    const hostSlot = keySlot(layout.host(hostId));
     lines.push(
       '## 4. Hash slots',
       '',
       'From src/store/redis/keys.ts: every key of one agent is `<prefix>{<agent id>}...`, so only the agent id is hashed, and every key of a host is ' +
         '`<prefix>host:{<host id>}...`; every script in src/store/redis/scripts.ts takes the keys of one agent, of one host, or a single key, so each runs in one slot. ' +
         `The execute script's 5 keys computed here fall in ${executeSlots.size === 1 ? `one slot (${[...executeSlots][0]})` : `${executeSlots.size} slots (a bug)`}. ` +
-        `The rate-limit keys (${limitKeys.map((k) => `\`${k}\``).join(', ')}) carry no hash tag: on a Cluster they hash on their whole name, ` +
-        `so one execute touches up to three slots (agent ${keySlot(executeKeys[0]!)}, ` +
-        `agent budget ${keySlot(`${PREFIX}rl:agent:${agent.id}`)}, host budget ${keySlot(`${PREFIX}rl:host:${hostId}`)} here) in parallel round trips, ` +
-        'and every call of one agent, and every call of every agent of one host for the host budget, lands on the same shard.',
+        `The rate-limit keys (${limitKeys.map((k) => `\`${k}\``).join(', ')}) carry hash tags (src/ratelimit/limits.ts budgetKey): ` +
+        `the agent's budget falls in the agent's slot (${agentBudgetSlot === keySlot(executeKeys[0]!) ? `${agentBudgetSlot}, the same` : `${agentBudgetSlot}, not the agent's ${keySlot(executeKeys[0]!)}: a bug`}), ` +
+        `the host's budget in the host's slot (${hostBudgetSlot === hostSlot ? `${hostBudgetSlot}, the same` : `${hostBudgetSlot}, not the host's ${hostSlot}: a bug`}). ` +
+        'So one execute needs at most two masters, its agent\'s and its host\'s, reached in parallel round trips; every call of one agent lands on one shard, ' +
+        'and every call of every agent of one host also spends the host budget on the host\'s shard.',
       '',
     );
 
@@ -372,21 +378,7 @@ function mean(values: number[]): number {
   return values.reduce((sum, v) => sum + v, 0) / values.length;
 }
 
-/**
- * The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag (the text between the first `{`
- * and the next `}`, when not empty) or of the whole key, modulo 16384.
- */
+/** The Redis Cluster slot of a key, as Redis computes it (and ioredis, through the same package). */
 function keySlot(key: string): number {
-  let bytes = Buffer.from(key);
-  const open = bytes.indexOf(0x7b);
-  if (open !== -1) {
-    const close = bytes.indexOf(0x7d, open + 1);
-    if (close > open + 1) bytes = bytes.subarray(open + 1, close);
-  }
-  let crc = 0;
-  for (const byte of bytes) {
-    crc ^= byte << 8;
-    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  }
-  return crc % 16384;
+  return calculateSlot(key);
 }

@@ -38,6 +38,17 @@ export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
   };
 }
 
+/**
+ * The key a budget is counted under, as a Redis Cluster hash tag (DESIGN §10, blast radius): an
+ * agent's budget (`ag:rl:agent:{agt_x}`) then lives in the slot of the agent's own records
+ * (`ag:{agt_x}`), and a host's (`ag:rl:host:{host_x}`) in the slot of the host's
+ * (`ag:host:{host_x}`). An execute thus needs the master of its agent's slot and the master of its
+ * host's slot, and no other: losing any other master refuses none of its calls.
+ */
+export function budgetKey(key: string): string {
+  return `{${key}}`;
+}
+
 export class RateLimits {
   private readonly limiters: Record<LimitName, RateLimiterAbstract>;
   private readonly capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract>;
@@ -87,7 +98,7 @@ export class RateLimits {
    */
   async refund(name: LimitName, key: string): Promise<void> {
     try {
-      await this.limiters[name].reward(key, 1);
+      await this.limiters[name].reward(budgetKey(key), 1);
     } catch (err) {
       this.logger.warn('could not give back a budget point', { limit: name, err });
     }
@@ -101,7 +112,7 @@ export class RateLimits {
     const limiter = this.capabilityLimiters.get(capability);
     if (!limiter) return;
     try {
-      await limiter.reward(agentId, 1);
+      await limiter.reward(budgetKey(agentId), 1);
     } catch (err) {
       this.logger.warn('could not give back a capability budget point', { capability, agentId, err });
     }
@@ -110,7 +121,7 @@ export class RateLimits {
   /** `dimension` is the budget's kind (a metrics label: one for all capabilities' budgets); `name` says which, for the log. */
   private async spend(limiter: RateLimiterAbstract, dimension: LimitName | 'capability', name: string, key: string, points: number): Promise<void> {
     try {
-      const consumed = limiter.consume(key, points);
+      const consumed = limiter.consume(budgetKey(key), points);
       const verdict = await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
       if (this.logVerdicts) this.logger.debug('rate limit verdict', { dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: true, remaining: verdict.remainingPoints });
     } catch (rejection) {

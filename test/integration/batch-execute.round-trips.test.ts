@@ -57,7 +57,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
       expect(roundTrips).toEqual([1]);
       expect(commands).toHaveLength(3);
       expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
-      const script = commands.filter((command) => command.key?.includes(`{${agent.id}}`));
+      const script = commands.filter((command) => command.key?.includes(`{${agent.id}}`) && !command.key.includes('rl:'));
       expect(script).toHaveLength(1);
       // The script names each distinct capability once, after its four other arguments.
       expect(script[0]!.args.slice(-2).sort()).toEqual(['echo', 'transfer_money']);

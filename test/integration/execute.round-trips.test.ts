@@ -43,9 +43,10 @@ describe('Redis round trips of POST /capability/execute', () => {
       expect(commands).toHaveLength(3);
       expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
       const keys = commands.map((command) => command.key ?? '');
-      expect(keys.filter((key) => key.includes(`{${agent.id}}`))).toHaveLength(1);
-      expect(keys.filter((key) => key.includes('rl:agent'))).toHaveLength(1);
-      expect(keys.filter((key) => key.includes('rl:host'))).toHaveLength(1);
+      expect(keys.filter((key) => key.includes(`{${agent.id}}`) && !key.includes('rl:'))).toHaveLength(1);
+      // The budgets carry hash tags (DESIGN §10): the agent's lives in the agent's slot, the host's in the host's.
+      expect(keys.filter((key) => key.endsWith(`rl:agent:{${agent.id}}`))).toHaveLength(1);
+      expect(keys.filter((key) => /rl:host:\{[^}]+\}$/.test(key))).toHaveLength(1);
     }
   });
 

@@ -89,7 +89,15 @@ export class RateLimits {
    */
   consumeCapability(capability: string, agentId: string): Promise<void> | null {
     const limiter = this.capabilityLimiters.get(capability);
-    return limiter ? this.spend(limiter, 'capability', `capability ${capability}`, agentId, 1) : null;
+    if (!limiter) return null;
+    // A refused spend gives back at once the count it added, so a capability's budget counts only
+    // the calls it let through and the points still in flight. Otherwise a call refused only because
+    // a replay's point was in flight (given back a moment later) would keep its own point for the
+    // whole window: a captured token, replayed while the agent calls, could drain a small budget.
+    return this.spend(limiter, 'capability', `capability ${capability}`, agentId, 1).catch(async (err: unknown) => {
+      if (err instanceof ApiError && err.code === 'rate_limited') await this.refundCapability(capability, agentId);
+      throw err;
+    });
   }
 
   /**

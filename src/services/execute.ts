@@ -6,7 +6,7 @@ import { jsonText } from '../domain/consent-text.ts';
 import { unknownOperators, unknownOperatorsError } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
 import type { AgentRecord, GrantRecord } from '../domain/types.ts';
-import { ApiError, isApiError } from '../errors.ts';
+import { ApiError } from '../errors.ts';
 import type { Capability } from '../catalog/catalog.ts';
 import { CapabilityBackendError } from '../execution/handlers.ts';
 import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
@@ -245,9 +245,9 @@ function spendCapabilityPoint(deps: ServiceDeps, capability: string, agentId: st
 }
 
 /**
- * Gives back every point the calls took from their capabilities' own budgets: the spent ones, and
- * the one a refused spend still counted (rate-limiter-flexible counts every consume), so a request
- * refused whole leaves those budgets as it found them, however many of its calls share one.
+ * Gives back every point the calls took from their capabilities' own budgets (a refused spend gave
+ * its own back already), so a request refused whole leaves those budgets as it found them, however
+ * many of its calls share one.
  */
 async function giveBackCapabilityPoints(
   deps: ServiceDeps, callCapabilities: readonly string[], points: ReadonlyArray<Promise<void> | null>, agentId: string,
@@ -255,8 +255,9 @@ async function giveBackCapabilityPoints(
   await Promise.all(callCapabilities.map(async (capability, i) => {
     const point = points[i];
     if (!point) return;
-    const counted = await point.then(() => true, (err: unknown) => isApiError(err) && err.code === 'rate_limited');
-    if (counted) await deps.limits.refundCapability(capability, agentId);
+    // A refused spend gave its count back itself (RateLimits.consumeCapability).
+    const spent = await point.then(() => true, () => false);
+    if (spent) await deps.limits.refundCapability(capability, agentId);
   }));
 }
 

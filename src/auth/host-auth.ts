@@ -36,6 +36,11 @@ export interface HostAuthOptions {
   allowUnknown: boolean;
   /** Pending hosts may register and poll status only (docs/stances.md). */
   allowPending: boolean;
+  /**
+   * A revoked host may repeat its own revocation (POST /host/revoke) and nothing else: the repeat
+   * changes nothing and is how it confirms a revocation answered "not yet durable" (docs/stances.md).
+   */
+  allowRevoked?: boolean;
   /** Which budget a known host spends: status polling has its own, higher one. */
   limit?: 'host' | 'status';
 }
@@ -80,7 +85,7 @@ export class HostAuthenticator {
     }
     if (host) {
       await this.limits.consume(options.limit ?? 'host', host.id);
-      const refusal = hostRefusal(host.status, options.allowPending);
+      const refusal = host.status === 'revoked' && options.allowRevoked === true ? null : hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
     }
     return { host, thumbprint: iss, presentedJwk, claims };

@@ -232,10 +232,10 @@ export async function exceedAbsoluteLifetime(deps: ServiceDeps, agentId: string)
 
 /** Revokes the agent and every grant it holds, as its host's revoke does; idempotent. */
 export async function revokeAgent(deps: ServiceDeps, agentId: string): Promise<AgentSnapshot> {
-  const snapshot = await revokeAgentById(deps, agentId);
-  deps.logger.info('agent revoked by the admin', { agentId, hostId: snapshot.agent.hostId });
-  deps.audit.record({ type: 'agent.revoked', ...ADMIN_API, agent_id: agentId, host_id: snapshot.agent.hostId });
-  return snapshot;
+  return revokeAgentById(deps, agentId, undefined, (snapshot) => {
+    deps.logger.info('agent revoked by the admin', { agentId, hostId: snapshot.agent.hostId });
+    deps.audit.record({ type: 'agent.revoked', ...ADMIN_API, agent_id: agentId, host_id: snapshot.agent.hostId });
+  });
 }
 
 /** The most agents GET /admin/approvals reads and answers in one call. */

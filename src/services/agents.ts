@@ -176,20 +176,22 @@ export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnaps
 export async function revokeAgent(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   await ownedAgent(deps, verified, agentId);
-  const result = await revokeAgentById(deps, agentId, (snapshot) => assertOwner(verified, snapshot));
-  deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
-  deps.audit.record({ type: 'agent.revoked', actor: 'host', agent_id: agentId, host_id: result.agent.hostId });
-  return result;
+  return revokeAgentById(deps, agentId, (snapshot) => assertOwner(verified, snapshot), (result) => {
+    deps.logger.info('agent revoked', { agentId, hostId: verified.host?.id });
+    deps.audit.record({ type: 'agent.revoked', actor: 'host', agent_id: agentId, host_id: result.agent.hostId });
+  });
 }
 
 /**
  * Revokes the agent and every grant it holds, idempotently, then makes every instance forget its key
- * and frees its host's pending slot. The host's revoke and the admin's share it, so both end an agent
- * the same way. Whoever asks was authenticated by the caller; `assertAllowed` runs again on the
- * state the change is written over, so an ownership check cannot be raced.
+ * and frees its host's pending slot. The host's revoke, the admin's and the person's share it, so
+ * all end an agent the same way. Whoever asks was authenticated by the caller; `assertAllowed` runs
+ * again on the state the change is written over, so an ownership check cannot be raced.
+ * `announce` logs and records the revocation once it is in force, before the wait for a replica,
+ * so a revocation answered "not yet durable" is in the audit trail too.
  */
 export async function revokeAgentById(
-  deps: ServiceDeps, agentId: string, assertAllowed: (snapshot: AgentSnapshot) => void = () => {},
+  deps: ServiceDeps, agentId: string, assertAllowed: (snapshot: AgentSnapshot) => void = () => {}, announce: (result: AgentSnapshot) => void = () => {},
 ): Promise<AgentSnapshot> {
   const result = await transitionAgent(deps.store, agentId, (snapshot) => {
     assertAllowed(snapshot);
@@ -197,6 +199,7 @@ export async function revokeAgentById(
   });
   await forgetCachedKeyEverywhere(deps, agentId);
   await releasePendingSlot(deps, result);
+  announce(result);
   await confirmWithdrawal(deps, { agentIds: [agentId] }, 'the revocation');
   return result;
 }

@@ -84,7 +84,8 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord, by: AuditB
 
 export async function revokeHostByToken(deps: ServiceDeps, token: string | null) {
   // DESIGN §9: a pending host may register and poll status, nothing else (revoking itself included).
-  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
+  // A revoked one may repeat its revocation, to confirm one answered "not yet durable".
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false, allowRevoked: true });
   return revokeHost(deps, verified.host!, { actor: 'host' });
 }
 

@@ -253,10 +253,10 @@ export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession
 /** Revokes one of my agents and every grant it holds (protocol §4.7's effect); idempotent. */
 export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId: string, via: PersonDoor = 'people_api'): Promise<AgentSnapshot> {
   await myAgent(deps, personId, agentId);
-  const result = await revokeAgentById(deps, agentId);
-  deps.logger.info('agent revoked by a person', { agentId, personId });
-  deps.audit.record({ type: 'agent.revoked', actor: 'person', via, person_id: personId, agent_id: agentId, host_id: result.agent.hostId });
-  return result;
+  return revokeAgentById(deps, agentId, undefined, (result) => {
+    deps.logger.info('agent revoked by a person', { agentId, personId });
+    deps.audit.record({ type: 'agent.revoked', actor: 'person', via, person_id: personId, agent_id: agentId, host_id: result.agent.hostId });
+  });
 }
 
 /**

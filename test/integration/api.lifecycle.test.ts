@@ -132,6 +132,14 @@ describe.each(['memory', 'redis'] as const)('lifecycle (%s store)', (storeKind) 
     expect((await c.admin('GET', `/admin/agents/${first.id}`)).json.status).toBe('revoked');
   });
 
+  it('a revoked host may repeat its own revocation (how it confirms one not yet durable) and nothing else', async () => {
+    const agent = await c.activeAgent();
+    expect((await c.hostPost('/host/revoke', agent.host)).json).toMatchObject({ status: 'revoked', agents_revoked: 1 });
+    expect((await c.hostPost('/host/revoke', agent.host)).json).toMatchObject({ status: 'revoked', agents_revoked: 0 });
+    expect(code(await c.hostPost('/agent/revoke', agent.host, { agent_id: agent.id }))).toBe('403 host_revoked');
+    expect(code(await c.status(agent.host, agent.id))).toBe('403 host_revoked');
+  });
+
   it('revoking an agent revokes its grants and is idempotent', async () => {
     const agent = await c.activeAgent();
     expect((await c.hostPost('/agent/revoke', agent.host, { agent_id: agent.id })).json).toEqual({ agent_id: agent.id, status: 'revoked' });

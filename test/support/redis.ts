@@ -38,23 +38,9 @@ async function findOrStartRedis(): Promise<string> {
 
 /** True when the server at url answers PING within timeoutMs. */
 export async function answersPing(url: string, timeoutMs: number): Promise<boolean> {
-  const client = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: timeoutMs,
-    commandTimeout: timeoutMs,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    client.disconnect();
-  }
+  const { hostname, port, password } = new URL(url);
+  const address = { host: hostname, port: Number(port || 6379), ...(password ? { password: decodeURIComponent(password) } : {}) };
+  return queryRedis(address, (client) => client.ping(), timeoutMs).then((reply) => reply === 'PONG', () => false);
 }
 
 /** A key prefix no other test uses: `agt-test:<label>:<random>:`. */

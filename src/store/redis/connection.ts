@@ -259,7 +259,8 @@ export async function connectAndCheck(connection: RedisConnection, options: Redi
     connection.disconnect();
     const { what, code } = describeRedisFailure(socketError ?? error);
     throw new Error(
-      `cannot connect to ${target}: it ${what} (${code}). Check ${settingNames(options)} and that Redis is running and reachable.`,
+      // A refusal of the credentials says what to check already; anything else is about where Redis is.
+      `cannot connect to ${target}: it ${what} (${code}).${code === 'WRONGPASS' || code === 'NOAUTH' ? '' : ` Check ${settingNames(options)} and that Redis is running and reachable.`}`,
       { cause: error },
     );
   } finally {

@@ -145,22 +145,40 @@ export class ReplicaWait {
     return round;
   }
 
-  /** One marker write and one WAIT, pipelined on this connection to the anchor's master. */
+  /**
+   * One round: the marker and WAIT on the anchor's master. ioredis follows a MOVED or ASK inside a
+   * pipeline only when every other command in it is a read, and WAIT is not; so after a failover
+   * the marker's redirection comes back here, and since this connection sends nothing else, its
+   * slot map would stay stale for good. The round then refreshes the map and tries once more.
+   */
   async #round(anchorKey: string): Promise<Durability> {
-    const { timeoutMs } = this.#options;
-    const required = this.#required;
     try {
-      const pipeline = this.#connection.pipeline().set(this.#options.markerKey(anchorKey), '1', 'PX', MARKER_TTL_MS).call('WAIT', String(required), String(timeoutMs));
-      // WAIT answers within its timeout; the bound covers a master that answers nothing at all.
-      const replies = await within(pipeline.exec(), timeoutMs * 2 + 1000, 'waiting for a replica');
-      const failed = replies?.find(([error]) => error !== null)?.[0];
-      if (failed) throw failed;
-      const acknowledged = Number(replies?.[1]?.[1]);
-      return acknowledged >= required ? 'durable' : 'not_durable';
+      try {
+        return await this.#markAndWait(anchorKey);
+      } catch (error) {
+        if (!(this.#connection instanceof Cluster) || !/^(MOVED|ASK) /.test((error as Error).message)) throw error;
+        const cluster = this.#connection;
+        const refreshed = new Promise<void>((resolve, reject) => cluster.refreshSlotsCache((e) => (e ? reject(e) : resolve())));
+        await within(refreshed, this.#options.timeoutMs * 2 + 1000, 'refreshing the slot map');
+        return await this.#markAndWait(anchorKey);
+      }
     } catch (error) {
       this.#options.onRoundError?.(error as Error);
       return 'not_durable';
     }
+  }
+
+  /** One marker write and one WAIT, pipelined on this connection to the anchor's master. */
+  async #markAndWait(anchorKey: string): Promise<Durability> {
+    const { timeoutMs } = this.#options;
+    const required = this.#required;
+    const pipeline = this.#connection.pipeline().set(this.#options.markerKey(anchorKey), '1', 'PX', MARKER_TTL_MS).call('WAIT', String(required), String(timeoutMs));
+    // WAIT answers within its timeout; the bound covers a master that answers nothing at all.
+    const replies = await within(pipeline.exec(), timeoutMs * 2 + 1000, 'waiting for a replica');
+    const failed = replies?.find(([error]) => error !== null)?.[0];
+    if (failed) throw failed;
+    const acknowledged = Number(replies?.[1]?.[1]);
+    return acknowledged >= required ? 'durable' : 'not_durable';
   }
 }
 

@@ -219,6 +219,11 @@ export function describeRedisFailure(error: unknown): { what: string; code: stri
   if (!(error instanceof Error)) return { what: 'failed', code: typeof error };
   const system = (error as NodeJS.ErrnoException).code;
   if (typeof system === 'string' && SYSTEM_FAILURES[system] !== undefined) return { what: SYSTEM_FAILURES[system], code: system };
+  // Node's TLS refusals (SELF_SIGNED_CERT_IN_CHAIN, UNABLE_TO_VERIFY_LEAF_SIGNATURE, CERT_HAS_EXPIRED,
+  // ERR_TLS_CERT_ALTNAME_INVALID, ...): the server is there, its certificate is not trusted.
+  if (typeof system === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|^ERR_TLS_/.test(system)) {
+    return { what: `presented a TLS certificate this process does not trust (${error.message}); give the CA that signed it in REDIS_TLS_CA_FILE, and connect by a name the certificate lists`, code: system };
+  }
   if (error instanceof DeadlineError || /Command timed out/.test(error.message)) return { what: 'did not answer in time', code: 'timeout' };
   if (error.message.startsWith('Connection is closed')) return { what: 'closed the connection', code: 'connection_closed' };
   if (/Stream isn't writeable|enableOfflineQueue/.test(error.message)) return { what: 'is not connected: commands are refused until the connection is back', code: 'not_connected' };

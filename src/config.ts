@@ -435,6 +435,15 @@ function quoted(variable: string, value: string | undefined): string | undefined
   return JSON.stringify(cut).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+/** The number schema under a variable's defaults and options, or null when it is not a number. */
+function numberSchemaOf(variable: string): z.ZodNumber | null {
+  let type: unknown = (objectSchema.shape as Record<string, unknown>)[variable];
+  for (let depth = 0; depth < 4 && type !== undefined && !(type instanceof z.ZodNumber); depth++) {
+    type = (type as { _zod?: { def?: { innerType?: unknown } } })._zod?.def?.innerType;
+  }
+  return type instanceof z.ZodNumber ? type : null;
+}
+
 /** Every variable the schema reads (tests cover each; a new setting is covered without a list). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(objectSchema.shape);
 
@@ -443,11 +452,8 @@ export const CONFIG_VARIABLES: readonly string[] = Object.keys(objectSchema.shap
  * test checks the same range); both undefined for a variable that is not a plain number.
  */
 export function numberBounds(variable: string): { min: number | undefined; max: number | undefined } {
-  let type: unknown = (objectSchema.shape as Record<string, unknown>)[variable];
-  for (let depth = 0; depth < 4 && type !== undefined && !(type instanceof z.ZodNumber); depth++) {
-    type = (type as { _zod?: { def?: { innerType?: unknown } } })._zod?.def?.innerType;
-  }
-  if (!(type instanceof z.ZodNumber)) return { min: undefined, max: undefined };
+  const type = numberSchemaOf(variable);
+  if (type === null) return { min: undefined, max: undefined };
   const bounded = (n: number | null) => (n === null || !Number.isFinite(n) || Math.abs(n) >= Number.MAX_SAFE_INTEGER ? undefined : n);
   return { min: bounded(type.minValue), max: bounded(type.maxValue) };
 }
@@ -507,7 +513,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const blank = Object.keys(objectSchema.shape)
     .filter((name) => present[name] !== undefined && present[name]!.trim() === '')
     .map((name) => `${name}: is blank (spaces only); give a value or leave it unset`);
-  const parsed = schema.safeParse(Object.fromEntries(Object.entries(present).filter(([, v]) => v!.trim() !== '')));
+  // A number is written in decimal digits: JavaScript would also read 0x10, 0b11, +80 and 1e3, which
+  // no operator means when they set a port or a limit.
+  const notDecimal = CONFIG_VARIABLES
+    .filter((name) => present[name] !== undefined && present[name]!.trim() !== '' && numberSchemaOf(name) !== null && !/^-?\d+$/.test(present[name]!.trim()))
+    .map((name) => {
+      const given = quoted(name, present[name]);
+      return `${name}: must be ${wholeNumberText(name)}${given === undefined ? '' : `, not ${given}`}`;
+    });
+  blank.push(...notDecimal);
+  const refusedAbove = new Set([...blank].map((problem) => problem.slice(0, problem.indexOf(':'))));
+  const parsed = schema.safeParse(Object.fromEntries(Object.entries(present).filter(([name, v]) => v!.trim() !== '' && !refusedAbove.has(name))));
   if (!parsed.success || blank.length > 0) {
     throw new ConfigError([...blank, ...(parsed.success ? [] : parsed.error.issues.map((issue) => problemText(issue, present)))]);
   }

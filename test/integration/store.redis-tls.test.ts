@@ -75,7 +75,7 @@ describe('Redis over TLS with an ACL user (REDIS_URL rediss://, REDIS_TLS_CA_FIL
   });
 
   it('refuses a server whose certificate no given CA signed, saying to give its CA in REDIS_TLS_CA_FILE', async () => {
-    for (const env of [{}, { REDIS_TLS_CA_FILE: join(dir, 'other.crt') }]) {
+    for (const env of [{}, { REDIS_TLS_CA_FILE: join(dir, 'other.crt') }] as Record<string, string>[]) {
       await expect(open({ REDIS_URL: `rediss://agentgate:${PASSWORD}@localhost:${port}`, ...env })).rejects.toThrow(
         /presented a TLS certificate this process does not trust .*give the CA that signed it in REDIS_TLS_CA_FILE/,
       );

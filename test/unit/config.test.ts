@@ -117,3 +117,14 @@ describe('Redis topology (DESIGN §10: single, Sentinel or Cluster, chosen by co
     expect(loadConfig({ REDIS_URL: 'redis://a:1', REDIS_WAIT_REPLICAS: '0' }).REDIS_WAIT_REPLICAS).toBe(0);
   });
 });
+
+describe('numbers are written in decimal digits', () => {
+  it.each(['0x10', '0b11', '0o7', '+80', '1e3', '٣٠٠٠'])('PORT=%s is refused, though JavaScript would read it as a number', (text) => {
+    expect(() => loadConfig({ PORT: text })).toThrow(/PORT: must be a whole number from 0 to 65535, not/);
+  });
+
+  it('surrounding spaces and a minus sign are still read (the range decides about the sign)', () => {
+    expect(loadConfig({ PORT: ' 8080 ' }).PORT).toBe(8080);
+    expect(() => loadConfig({ PORT: '-1' })).toThrow(/PORT: must be a whole number from 0 to 65535, not "-1"/);
+  });
+});

@@ -38,6 +38,9 @@ async function operatorEnv(redis: Record<string, string>): Promise<{ port: numbe
       ISSUER: `http://127.0.0.1:${port}`,
       ADMIN_TOKEN,
       REDIS_KEY_PREFIX: uniquePrefix('main-topology'),
+      // A healthy replica confirms within milliseconds, but on a 2-core machine running other suites
+      // it once took over 300 ms: the revocation here must be a 200, so the wait is generous.
+      REDIS_WAIT_TIMEOUT_MS: '5000',
       ...redis,
     },
   };

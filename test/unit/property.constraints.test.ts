@@ -291,10 +291,13 @@ describe('constraint operators: the compiled policy agrees with a plain model on
     engine = await loadPolicyEngine({ ...SERVICE_POLICY, operator: (name, operand, actual) => registry.evaluate(name, operand, actual) });
   });
 
-  it('the model covers every built-in and every shipped plugin operator, and the generators use each', () => {
+  it('the model covers every built-in and every plugin operator agentgate ships, and the generators use each', () => {
+    // A superset, not an equal set: a platform team's own operator in plugins/ (plugins/README.md
+    // walks through adding one) has no model here, and its arrival must keep npm test green.
     const plugins = registry.plugins().map((p) => p.name).sort();
-    expect(Object.keys(PLUGIN_MODELS).sort()).toStrictEqual(plugins);
-    for (const op of [...registry.names(), 'starts_with']) expect(OPERATORS).toContain(op);
+    expect(plugins).toEqual(expect.arrayContaining(Object.keys(PLUGIN_MODELS)));
+    const modelled = new Set([...registry.names().filter((op) => !registry.isPlugin(op)), ...Object.keys(PLUGIN_MODELS), 'starts_with']);
+    for (const op of modelled) expect(OPERATORS).toContain(op);
   });
 
   it('any grants and arguments: the decision (allow, named grant, violations) is the model\'s, or both refuse the arguments with 400', () => {

@@ -27,7 +27,7 @@ const MARKER_TTL_MS = 10_000;
 const RECOUNT_INTERVAL_MS = 10_000;
 
 export interface ReplicaWaitOptions {
-  /** `auto`: one replica on every master that has one when first met; a number: that many everywhere. */
+  /** `auto`: one on every master if any master had a replica at start-up (see #decide); a number: that many everywhere. */
   replicas: 'auto' | number;
   timeoutMs: number;
   /** The marker key in the slot of `anchorKey` (which carries a hash tag). */

@@ -267,10 +267,15 @@ function superviseWorkers(count: number, logger: Logger): void {
     if (!stopping && !listened.has(worker.id)) {
       logger.error('a worker failed to start; stopping', { pid: worker.process.pid, code, signal });
       exitCode = 1;
+      // Also the status of an exit the primary reaches by running out of work, should the last
+      // worker's 'exit' find it still listed (Node drops a worker once it both exited and
+      // disconnected, in either order): a failed start never ends with status 0.
+      process.exitCode = 1;
       relay('SIGTERM');
     }
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(exitCode);
+      const alive = Object.values(cluster.workers ?? {}).filter((w) => w !== undefined && w.id !== worker.id && !w.isDead());
+      if (alive.length === 0) process.exit(exitCode);
       return;
     }
     logger.error('worker exited; starting another', { pid: worker.process.pid, code, signal });

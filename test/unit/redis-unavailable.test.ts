@@ -19,7 +19,7 @@ describe('isRedisUnavailable', () => {
     ['a node still loading', new Error('LOADING Redis is loading the dataset in memory')],
     ['a full Redis under noeviction', new Error("OOM command not allowed when used memory > 'maxmemory'.")],
     ['our own deadline', new DeadlineError('storage call getAgent did not finish within 2100 ms')],
-    // A failover, as ioredis passes it up (issue 24 saw 500s for the first of these).
+    // A failover, as ioredis passes it up: before these were classified, MOVED came back as a 500.
     ['a redirection to a master that died', named('ReplyError', 'MOVED 5474 127.0.0.1:7001')],
     ['an ASK to a node mid-migration that died', named('ReplyError', 'ASK 5474 127.0.0.1:7002')],
     ['a slot being moved', new Error('TRYAGAIN Multiple keys request during rehashing of slot')],

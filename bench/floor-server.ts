@@ -1,4 +1,4 @@
-// The benchmark's floor (issue 16): the least work any implementation of the protocol must do per
+// The benchmark's floor: the least work any implementation of the protocol must do per
 // execute on this stack. Bare Express 5 with express.json(), plus one Ed25519 verification of the
 // request's fresh agent JWT with the fastest verifier agentgate ships, answering `{data}`. It finds
 // the key by the token's `sub` (so it decodes the payload, as any verifier must) and checks nothing

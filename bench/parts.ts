@@ -33,7 +33,7 @@ try {
     agentId: agent.id, keyVersion: key.keyVersion, jti: randomUUID(), jtiTtlMs: 120_000, capabilities: [CONSTRAINED.name],
     nowMs: Date.now(), sessionTtlMs: 3_600_000,
   });
-  // The same key on each Ed25519 backend, and as the WebCrypto key jose verified with before issue 16.
+  // The same key on each Ed25519 backend, and as the WebCrypto key jose verified with before execute moved to libsodium.
   const sodium = loadSodium();
   const keyOn = async (importer: KeyImporter) => importer.import(snapshot.agent.publicJwk);
   const nodeKey = await keyOn(new KeyImporter(nodeCryptoVerifier()));
@@ -57,7 +57,7 @@ try {
     ['JWT precheck (decode, claims)', (i) => deps.agentAuth.precheck(tokens[i]!, [audience, server.config.issuer])],
     ...(sodiumKey ? [['signature verification (libsodium, as shipped where it loads)', (i: number) => verifySignature(decoded[i]!, sodiumKey)] as [string, (i: number) => unknown]] : []),
     ['signature verification (node:crypto, the fallback)', (i) => verifySignature(decoded[i]!, nodeKey)],
-    ['signature verification (jose on WebCrypto, before issue 16)', (i) => compactVerify(tokens[i]!, webCryptoKey, { algorithms: ['EdDSA'] })],
+    ['signature verification (jose on WebCrypto, as shipped before libsodium)', (i) => compactVerify(tokens[i]!, webCryptoKey, { algorithms: ['EdDSA'] })],
     ['execute script round trip, decoded', roundTrip],
     ['agent and host budgets', budgets],
     ['round trip and budgets, pipelined', () => Promise.all([roundTrip(), budgets()])],

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Compiles policies/*.rego into policies/dist/policy.wasm plus a manifest (DESIGN §5; the recipe and
-// its gotchas are in docs/opa-wasm.md §2). It loads each artefact through the service's own policy
+// its gotchas are in docs/research/opa-wasm.md §2). It loads each artefact through the service's own policy
 // engine (src/policy/), so it runs on the project's Node 24: use the npm scripts.
 //
 //   node scripts/build-policy.mjs           generate policies/capabilities.json, run `opa check`
@@ -61,7 +61,7 @@ const require = createRequire(import.meta.url);
 
 /**
  * Builtins the wasm target evaluates natively, plus the five the JS SDK implements (sprintf,
- * regex.split, yaml.*), from docs/opa-wasm.md §4. Everything else compiles but throws
+ * regex.split, yaml.*), from docs/research/opa-wasm.md §4. Everything else compiles but throws
  * "not implemented" at evaluation, so the capabilities file leaves it out and `opa build` refuses it.
  * `print` is kept because `opa build` strips it from the artefact.
  */

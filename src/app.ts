@@ -15,7 +15,7 @@ import { accessLog } from './http/access.ts';
 import { bodyDepthLimit } from './http/body-depth.ts';
 import { agentRouter } from './http/agent.ts';
 import { capabilityRouter } from './http/capability.ts';
-import { devicePagesRouter, type OidcSignInFlow } from './http/device.ts';
+import { devicePagesRouter } from './http/device/router.ts';
 import { discoveryRouter } from './http/discovery.ts';
 import { errorHandler, notFoundHandler } from './http/errors.ts';
 import { healthRouter } from './http/health.ts';
@@ -32,9 +32,10 @@ import { instrumentPolicy } from './policy/instrumented.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import type { RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
-import { passkeySettingsFor } from './services/passkeys.ts';
-import { Sessions } from './services/people.ts';
-import type { UserCodes } from './services/user-codes.ts';
+import { passkeySettingsFor } from './people/passkeys.ts';
+import { PersonSessions } from './people/sessions.ts';
+import type { OidcSignIn } from './people/sign-in/oidc.ts';
+import type { UserCodes } from './services/approvals/user-codes.ts';
 import { redisCallDeadlineMs } from './deadline.ts';
 import { failClosedStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
@@ -49,13 +50,13 @@ export interface AppDependencies {
   pluginSandbox: PluginSandbox;
   userCodes: UserCodes;
   /** People sign in through this OpenID Connect provider on the approval page; absent: not configured. */
-  oidc?: OidcSignInFlow | undefined;
+  oidc?: OidcSignIn | undefined;
   logger: Logger;
   limits: RateLimits;
   runCapability?: CapabilityRunner;
   reloadPolicy?: ServiceDeps['reloadPolicy'];
   reloadOperators?: ServiceDeps['reloadOperators'];
-  /** The audit trail's writer (services/audit-trail.ts startAuditTrail); its owner flushes it at shutdown. */
+  /** The audit trail's writer (audit/trail.ts startAuditTrail); its owner flushes it at shutdown. */
   audit: ServiceDeps['audit'];
   /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
   metrics?: Metrics;
@@ -137,7 +138,7 @@ export function buildApp(input: AppDependencies): App {
   app.use(agentRouter(deps));
   app.use(hostRouter(deps));
   app.use(adminRouter(deps));
-  const sessions = new Sessions(store, clock, {
+  const sessions = new PersonSessions(store, clock, {
     idleSeconds: config.SESSION_IDLE_SECONDS, maxSeconds: config.SESSION_MAX_SECONDS, freshSeconds: config.SIGN_IN_FRESH_SECONDS, cookieKey: config.SIGN_IN_COOKIE_KEY,
   });
   const passkeys = passkeySettingsFor(config.issuer, config.PROVIDER_NAME);

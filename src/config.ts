@@ -269,7 +269,7 @@ const objectSchema = z
     /** Time in-flight requests get to finish after SIGTERM or SIGINT; then the process exits with status 1. */
     SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
 
-    /** Record the audit trail (src/services/audit-log.ts). */
+    /** Record the audit trail (src/audit/log.ts). */
     AUDIT_ENABLED: bool.default(true),
     /** Events the trail keeps (a Redis stream trimmed with MAXLEN ~, or the memory store's ring). */
     AUDIT_MAX_EVENTS: z.coerce.number().int().min(1000).max(100_000_000).default(100_000),

@@ -103,14 +103,14 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   const { createHttpServer, drain } = await import('./http/server.ts');
   const { answerClusterScrapes, createMetrics } = await import('./metrics/metrics.ts');
   const { startOperators } = await import('./operators/setup.ts');
-  const { createOidcSignIn } = await import('./people/oidc-sign-in.ts');
+  const { createOidcSignIn } = await import('./people/sign-in/oidc.ts');
   const { installProcessGuards } = await import('./process-guards.ts');
-  const { passkeySettingsFor } = await import('./services/passkeys.ts');
+  const { passkeySettingsFor } = await import('./people/passkeys.ts');
   const { scheduleCleanup } = await import('./services/cleanup.ts');
-  const { userCodesFor } = await import('./services/user-codes.ts');
+  const { userCodesFor } = await import('./services/approvals/user-codes.ts');
   const { createRateLimits } = await import('./ratelimit/limits.ts');
   const { loadPolicyEngine } = await import('./policy/engine.ts');
-  const { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail } = await import('./services/audit-trail.ts');
+  const { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail } = await import('./audit/trail.ts');
   // Off (records nothing) unless METRICS_TOKEN or METRICS_PORT is set.
   const metrics = createMetrics(config);
   if (cluster.isWorker) answerClusterScrapes(metrics);

@@ -104,7 +104,7 @@ const HOST_STATUS_CODES: ReadonlySet<string> = new Set(['host_pending', 'host_re
  * the actor, that caller and the error code. An agent refused for its host's status (`host_*`
  * codes) is keyed by its host alone, so a host's agents share one key. Refusals nobody holding a
  * key made (`capped`, with no caller named) stay under the per-window cap instead
- * (services/audit-log.ts), and so does agentgate's own work (`actor: system`).
+ * (audit/log.ts), and so does agentgate's own work (`actor: system`).
  */
 export function refusalKey(event: AuditEventInput, capped: boolean): RefusalKey | null {
   if (event.outcome !== 'refused') return null;

@@ -255,7 +255,7 @@ export function imitatedName(text: string, known: readonly string[]): string | n
 // ---- Warnings under what an agent or host chose ------------------------------------------------
 
 // Line breaks and tabs are ordinary in a reason and the page collapses them (displayText in
-// src/http/pages/html.ts); warning on them would teach people to ignore the warning.
+// src/http/device/pages/html.ts); warning on them would teach people to ignore the warning.
 const ORDINARY_SPACING = new Set(['U+0009', 'U+000A', 'U+000D']);
 
 /** The warnings, in plain words, the page shows under a display field an agent or host chose. */

@@ -42,7 +42,7 @@ export interface HostRecord {
 
 /** The device-authorization approval an agent or its grants wait on (RFC 8628 fields). */
 export interface ApprovalRecord {
-  /** Also what the user code is derived from (services/user-codes.ts): the code itself is never stored. */
+  /** Also what the user code is derived from (services/approvals/user-codes.ts): the code itself is never stored. */
   id: string;
   /** Grant ids this approval decides; empty when only the registration itself waits. */
   grantIds: string[];

@@ -9,10 +9,12 @@ import { requireAdminToken } from '../auth/operator-tokens.ts';
 import { AUDIT_EVENT_FAMILIES, AUDIT_ID_PATTERN, parseAuditTime } from '../domain/audit.ts';
 import { ApiError, isApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
-import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, auditTimeSlackMs, queryAudit } from '../services/audit-query.ts';
+import { approveAgent, denyAgent } from '../services/approvals/decide.ts';
+import { listWaitingAgents, MAX_LISTED_APPROVALS } from '../services/approvals/waiting.ts';
+import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, auditTimeSlackMs, queryAudit } from '../audit/query.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { revokeHost } from '../services/hosts.ts';
-import { removePasskeysAsAdmin } from '../services/passkeys.ts';
+import { removePasskeysAsAdmin } from '../people/passkeys.ts';
 import { parseWith, tokenOf } from './parse.ts';
 import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema } from './schemas.ts';
 import { agentView, hostView, waitingAgentView } from './views.ts';
@@ -26,7 +28,7 @@ export const adminRemovePasskeysBodySchema = z.object({
   passkey_id: z.string().min(1).max(1400).optional().describe('one passkey; all of the person\'s when absent'),
 }).strict();
 export const approvalsQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(admin.MAX_LISTED_APPROVALS).default(admin.MAX_LISTED_APPROVALS),
+  limit: z.coerce.number().int().min(1).max(MAX_LISTED_APPROVALS).default(MAX_LISTED_APPROVALS),
 });
 
 /** A time in an audit query: ISO 8601 or epoch milliseconds, as epoch ms. */
@@ -105,7 +107,7 @@ export function adminRouter(deps: ServiceDeps): Router {
 
   // Withdraws the host's link (and defaults): it is pending again, its live agents revoked.
   router.post('/admin/hosts/:hostId/unlink', async (req, res) => {
-    const { host, agentsRevoked } = await admin.unlinkHost(deps, req.params.hostId);
+    const { host, agentsRevoked } = await admin.unlinkHostAsAdmin(deps, req.params.hostId);
     res.json({ host_id: host.id, status: host.status, linked: false, agents_revoked: agentsRevoked });
   });
 
@@ -125,25 +127,25 @@ export function adminRouter(deps: ServiceDeps): Router {
 
   router.post('/admin/agents/:agentId/approve', async (req, res) => {
     const body = parseWith(adminApproveBodySchema, req.body ?? {}, 'body');
-    const snapshot = await admin.approveAgent(deps, req.params.agentId, { capabilities: body.capabilities, userId: body.user_id, userCode: body.user_code });
+    const snapshot = await approveAgent(deps, req.params.agentId, { capabilities: body.capabilities, userId: body.user_id, userCode: body.user_code });
     res.json(agentView(snapshot, view()));
   });
 
   router.post('/admin/agents/:agentId/deny', async (req, res) => {
     const body = parseWith(adminDenyBodySchema, req.body ?? {}, 'body');
-    res.json(agentView(await admin.denyAgent(deps, req.params.agentId, { userId: body.user_id, userCode: body.user_code }), view()));
+    res.json(agentView(await denyAgent(deps, req.params.agentId, { userId: body.user_id, userCode: body.user_code }), view()));
   });
 
   // The admin's revoke: the host's revoke (protocol §4.7) without the host's token; idempotent.
   router.post('/admin/agents/:agentId/revoke', async (req, res) => {
     const { agentId } = parseWith(agentIdParamsSchema, req.params, 'query');
-    res.json(agentView(await admin.revokeAgent(deps, agentId), view()));
+    res.json(agentView(await admin.revokeAgentAsAdmin(deps, agentId), view()));
   });
 
   // Agents waiting for a person: pending registrations and open approvals of active agents.
   router.get('/admin/approvals', async (req, res) => {
     const query = parseWith(approvalsQuerySchema, req.query, 'query');
-    const { waiting, truncated } = await admin.listWaitingAgents(deps, query.limit);
+    const { waiting, truncated } = await listWaitingAgents(deps, query.limit);
     const ctx = view();
     res.json({ approvals: waiting.map((item) => waitingAgentView(item, ctx)), truncated });
   });
@@ -222,7 +224,7 @@ const AUDIT_READ_PATH = /^\/admin\/audit\/?$/i;
 /**
  * One `admin.call` event per admin request, when it ends (answered, or its client gone): method,
  * path (without the query), status, the refusal's code, and the agent or host the path names. A
- * call whose token did not verify is capped (services/audit-log.ts): anyone can send one.
+ * call whose token did not verify is capped (audit/log.ts): anyone can send one.
  * A read of the trail that succeeded is no event (docs/stances.md, "Reads of the audit trail"): a
  * follower polling every 2 s would otherwise fill the trail with its own reads. It is still
  * counted (agentgate_http_requests_total, route /admin/audit) and has its access line.

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { ERROR_STATUS } from '../errors.ts';
 import { adminRemovePasskeysBodySchema, approvalsQuerySchema, auditQuerySchema } from './admin.ts';
-import { sessionCookieName } from './page-session.ts';
+import { sessionCookieName } from './device/session.ts';
 import { CSRF_HEADER, passkeyRemovalBodySchema, personDecisionBodySchema, personGrantBodySchema, personPageQuerySchema } from './people.ts';
 import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
 import * as schemas from './schemas.ts';

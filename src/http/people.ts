@@ -1,6 +1,6 @@
 // People's own API (DESIGN §8): JSON over the approval page's session, for a
 // person's own hosts, agents and approvals. Thin, like every handler: parse with zod, call one
-// service in services/people-api.ts, shape the answer with http/views.ts.
+// service in services/person-account.ts, shape the answer with http/views.ts.
 //
 // Authentication is the page's session cookie (HttpOnly, SameSite=Lax). A cookie is sent by the
 // browser whoever made the request, so every POST must also repeat the session's CSRF token in the
@@ -11,10 +11,11 @@ import { z } from 'zod';
 import { definedOnly } from '../defined-only.ts';
 import type { Constraints } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { listPasskeys, removePasskey } from '../services/passkeys.ts';
-import type { PersonSession, SignedIn } from '../services/people.ts';
-import * as people from '../services/people-api.ts';
-import { readCookie, secureCookies, sessionCookieName } from './page-session.ts';
+import { listPasskeys, removePasskey } from '../people/passkeys.ts';
+import type { PersonSession, SignedIn } from '../people/sessions.ts';
+import type { PersonServiceDeps } from '../services/deps.ts';
+import * as people from '../services/person-account.ts';
+import { readCookie, secureCookies, sessionCookieName } from './device/session.ts';
 import { parseWith } from './parse.ts';
 import { constraintsSchema } from './schemas.ts';
 import { agentView, grantView, hostView, type ViewContext } from './views.ts';
@@ -61,7 +62,7 @@ interface Signed {
   person: SignedIn;
 }
 
-export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
+export function peopleApiRouter(deps: PersonServiceDeps): Router {
   const router = Router();
   const { sessions } = deps;
   const view = (): ViewContext => ({ config: deps.config, catalog: deps.catalog, userCodes: deps.userCodes, nowMs: deps.clock.nowMs() });
@@ -121,7 +122,7 @@ export function peopleApiRouter(deps: people.PeopleApiDeps): Router {
     });
   });
 
-  // Removing takes a fresh sign-in and one of the person's passkeys (services/passkeys.ts says why):
+  // Removing takes a fresh sign-in and one of the person's passkeys (people/passkeys.ts says why):
   // the first call answers 403 with `assertion_options`, the second carries the `assertion`.
   router.post('/people/me/passkeys/:passkeyId/remove', async (req, res) => {
     const passkeyId = z.string().min(1).max(1400).safeParse(req.params.passkeyId);

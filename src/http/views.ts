@@ -6,7 +6,7 @@ import { definedOnly } from '../defined-only.ts';
 import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import type { Catalog } from '../catalog/catalog.ts';
-import type { UserCodes } from '../services/user-codes.ts';
+import type { UserCodes } from '../services/approvals/user-codes.ts';
 import type { WaitingAgent } from '../domain/waiting.ts';
 import type { ActiveGrantView, AgentView, ApprovalView, ClosedGrantView, GrantView, HostView, PendingGrantView, WaitingAgentView } from './view-schemas.ts';
 

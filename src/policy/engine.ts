@@ -2,7 +2,7 @@
 // policies/dist/policy.wasm with @open-policy-agent/opa-wasm, proves a new artefact against golden
 // decisions before it serves, swaps artefacts with one reference, and fails closed: an exception,
 // an undefined result or a malformed answer becomes a PolicyError, never an allow.
-// The gotchas this code works around are numbered as in docs/opa-wasm.md §4.
+// The gotchas this code works around are numbered as in docs/research/opa-wasm.md §4.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';

@@ -10,7 +10,7 @@ import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, stat
 import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError, isApiError } from '../errors.ts';
-import { indexOpenApproval, newApproval, withoutGrants } from './approvals.ts';
+import { indexOpenApproval, newApproval, withoutGrants } from './approvals/open.ts';
 import type { ServiceDeps } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';

@@ -7,14 +7,16 @@ import type { Config } from '../config.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import type { CapabilityRunner } from '../execution/handlers.ts';
 import type { Logger } from '../logger.ts';
+import type { PasskeySettings } from '../people/passkeys.ts';
+import type { PersonSessions } from '../people/sessions.ts';
 import type { OperatorRegistry } from '../operators/registry.ts';
 import type { PluginSandbox } from '../operators/sandbox.ts';
 import type { ReloadOutcome } from '../policy/reloader.ts';
 import type { PolicyEngine } from '../policy/types.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
-import type { AuditLog } from './audit-log.ts';
-import type { UserCodes } from './user-codes.ts';
+import type { AuditLog } from '../audit/log.ts';
+import type { UserCodes } from './approvals/user-codes.ts';
 
 export interface ServiceDeps {
   config: Config;
@@ -39,4 +41,11 @@ export interface ServiceDeps {
   logger: Logger;
   /** The audit trail's writer: services record what creates, changes or uses authority. */
   audit: AuditLog;
+}
+
+/** What the use cases of a signed-in person need besides: their sessions and the passkey settings. */
+export interface PersonServiceDeps extends ServiceDeps {
+  sessions: PersonSessions;
+  /** WebAuthn settings for presence approvals; null when the issuer's host cannot be an RP id. */
+  passkeys: PasskeySettings | null;
 }

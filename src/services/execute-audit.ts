@@ -1,7 +1,7 @@
 // What execute and batch execute record in the audit trail: one event per call,
 // `execute.allowed` (the policy allowed it; `outcome` says whether its handler completed) or
 // `execute.refused` with the error code, plus one `execute.refused` for a request refused whole.
-// Never the arguments or the token. Recording only queues (services/audit-log.ts), and a refusal an
+// Never the arguments or the token. Recording only queues (audit/log.ts), and a refusal an
 // agent repeats (say, a revoked agent calling on) is recorded once per window, its repeats counted
 // into one summary, keyed by agent and code, never by the capability it names (domain/audit.ts
 // refusalKey).
@@ -30,7 +30,7 @@ const VOLUME_CODES: ReadonlySet<string> = new Set(['invalid_jwt', 'rate_limited'
 /**
  * A request refused before any call was judged (identity, replay, lifecycle, budgets). Before the
  * signature verified nobody is known, so the event names no agent. Refusals anyone can repeat at
- * volume are capped (services/audit-log.ts): a bad token needs no key, a captured token can be
+ * volume are capped (audit/log.ts): a bad token needs no key, a captured token can be
  * replayed until it expires, and rate-limit refusals come in volume by definition. Once the agent
  * is known, its repeats (a lifecycle refusal on every call, a replay) are aggregated as well.
  */

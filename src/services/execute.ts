@@ -106,7 +106,7 @@ export async function authenticateCalls(
   let nowMs: number;
   try {
     // Audit events waiting in this instance's queue are appended here, in the round trip's tick,
-    // so auto-pipelining carries them with it (services/audit-log.ts): no round trip of their own.
+    // so auto-pipelining carries them with it (audit/log.ts): no round trip of their own.
     deps.audit.flushNow();
     let result: ExecuteRoundTripResult = await roundTrip(key);
     if (result.kind === 'stale_key') {

@@ -1,4 +1,4 @@
-// Opaque identifiers (user codes are derived from approval ids: services/user-codes.ts). 128 bits of randomness make ids unguessable.
+// Opaque identifiers (user codes are derived from approval ids: services/approvals/user-codes.ts). 128 bits of randomness make ids unguessable.
 import { randomBytes } from 'node:crypto';
 
 const newId = (prefix: string) => `${prefix}_${randomBytes(16).toString('base64url')}`;

@@ -6,7 +6,7 @@ import { checkLiveGrantLimits } from '../domain/limits.ts';
 import { dynamicHostStatus, registrationNeedsApproval } from '../domain/registration.ts';
 import type { AgentSnapshot, HostRecord, Mode, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { indexOpenApproval, newApproval } from './approvals.ts';
+import { indexOpenApproval, newApproval } from './approvals/open.ts';
 import type { ServiceDeps } from './deps.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { newAgentId, newHostId } from './ids.ts';

@@ -1,4 +1,4 @@
-// The audit trail over HTTP (issue 17 point 3): every event that creates, changes or uses authority
+// The audit trail over HTTP: every event that creates, changes or uses authority
 // is recorded and says who acted; nothing secret is in it; GET /admin/audit filters, pages by
 // cursor, validates its query and reads a bounded number of events per request. Both stores.
 import { exportJWK } from 'jose';
@@ -8,7 +8,7 @@ import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
 import { removeStalePending } from '../../src/services/cleanup.ts';
-import { CAPPED_EVENTS_PER_WINDOW } from '../../src/services/audit-log.ts';
+import { CAPPED_EVENTS_PER_WINDOW } from '../../src/audit/log.ts';
 
 type Event = Record<string, any> & { id: string; type: string };
 

@@ -1,4 +1,4 @@
-// /healthz and /readyz (issue 17 point 4), on a real server: liveness never depends on Redis, so an
+// /healthz and /readyz, on a real server: liveness never depends on Redis, so an
 // orchestrator does not restart every instance during a Redis outage; readiness says what is wrong,
 // in the error body every other refusal uses, so traffic goes elsewhere until it is fixed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

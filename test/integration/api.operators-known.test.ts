@@ -1,5 +1,5 @@
-// A client learns which constraint operators this server knows without reading its configuration
-// (issue 17 point 7): discovery lists them, and a refusal for an unknown one names them all.
+// A client learns which constraint operators this server knows without reading its configuration:
+// discovery lists them, and a refusal for an unknown one names them all.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';

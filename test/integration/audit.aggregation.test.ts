@@ -3,7 +3,7 @@
 // its status before the budgets' verdict is read, so it never hears 429; before this was fixed each
 // of its refusals was one `execute.refused` event (1,500 in 5.5 s, the default 100,000-event trail
 // flushed in about 6 minutes). Now its refusals are counted per key and window and recorded as one
-// summary (services/audit-log.ts), and they still spend its host's per-minute budget, so the host's
+// summary (audit/log.ts), and they still spend its host's per-minute budget, so the host's
 // live agents hear 429 once it is spent. Real server, real HTTP, both stores.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, code, type TestAgent } from '../support/client.ts';

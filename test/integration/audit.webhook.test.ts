@@ -1,4 +1,4 @@
-// Forwarding the audit trail to a webhook (AUDIT_WEBHOOK_URL; issue 17 point 3), against a real
+// Forwarding the audit trail to a webhook (AUDIT_WEBHOOK_URL), against a real
 // local HTTP receiver: a receiver that hangs and then fails gets the same batch again with
 // exponential backoff and every event exactly once, while requests keep being served at once; two
 // instances on one Redis deliver each event once between them; and an instance that stops hands

@@ -1,4 +1,4 @@
-// The approval page in a real browser (issue 15 point 6): headless Chromium plays the person, who
+// The approval page in a real browser: headless Chromium plays the person, who
 // signs in through a real OpenID Connect provider and decides, while a real protocol client plays the
 // agent's host, registering with a fresh key and polling GET /agent/status at the approval's
 // interval, as an agent would. Every page along the way is photographed (test-results/

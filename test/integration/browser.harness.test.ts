@@ -16,7 +16,7 @@ import {
   type TestPage,
 } from '../support/browser.ts';
 
-// The CSP the approval pages are meant to ship (approvals.md §1).
+// The CSP the approval pages are meant to ship (docs/research/approvals.md §1).
 const STRICT_CSP =
   "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; " +
   "base-uri 'none'; form-action 'self'; frame-ancestors 'none'";

@@ -249,7 +249,7 @@ describe(`the built server on ${node.version} (${node.path} ${node.args.join(' '
       // Type errors elsewhere in the tree do not stop tsc from writing the JavaScript this needs.
       execFile(join(REPO, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.build.json', '--outDir', build], { cwd: REPO }, () => resolve());
     });
-    await copyFile(join(REPO, 'src/http/pages/passkeys-client.js'), join(build, 'src/http/pages/passkeys-client.js'));
+    await copyFile(join(REPO, 'src/http/device/pages/passkeys-client.js'), join(build, 'src/http/device/pages/passkeys-client.js'));
     await symlink(join(REPO, 'node_modules'), join(build, 'node_modules'));
   }, 120_000);
   afterAll(async () => {

@@ -1,10 +1,10 @@
-// Issue 17 point 3: the audit trail costs execute no round trip of its own. Measured on the wire as
+// The audit trail costs execute no round trip of its own. Measured on the wire as
 // execute.round-trips.test.ts measures it (test/support/redis-proxy.ts counts every command and
 // round trip of the server's Redis connection), with the audit trail on: an execute's event waits
 // in the in-process queue, and the next execute appends it (XADD) in its own one round trip, beside
 // its script and budgets. An execute nobody follows is written by the idle flush, AUDIT_FLUSH_MS
 // later, well after any 50 ms settle. A refusal repeated within its aggregation window is only
-// counted in process (services/audit-log.ts), so it costs Redis nothing at all.
+// counted in process (audit/log.ts), so it costs Redis nothing at all.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, type HttpResult } from '../support/client.ts';
 import { measureWire, startRedisProxy, type ProxiedCommand, type RedisProxy } from '../support/redis-proxy.ts';

@@ -1,4 +1,4 @@
-// One access line per request (issue 17): who asked (agent and host, once a signature proved them),
+// One access line per request: who asked (agent and host, once a signature proved them),
 // what (method and route pattern, never the URL with its ids), the answer (status, the refusal's
 // error code) and how long it took; the request id in X-Request-Id on every answer and in 5xx
 // bodies, so a failure a client reports can be found in the log. Debug lines only at debug.

@@ -1,4 +1,4 @@
-// GET /metrics (issue 17): guarded by a bearer token or served on a port of its own, off (404, and
+// GET /metrics: guarded by a bearer token or served on a port of its own, off (404, and
 // nothing recorded) with neither; every family present after real traffic, with the values that
 // traffic must have produced. Metrics reveal traffic and refusal patterns, so the guard tests are
 // named after what they refuse.

@@ -1,4 +1,4 @@
-// Real answers conform to the OpenAPI document (issue 17 point 7): a real server is driven through
+// Real answers conform to the OpenAPI document: a real server is driven through
 // every documented operation, and each answer's body is validated with ajv against the schema the
 // document gives for that operation and status (an undocumented status fails too). The schemas are
 // closed, so a member the document does not name fails as well. The last test checks that every

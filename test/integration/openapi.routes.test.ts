@@ -1,5 +1,5 @@
 // Every route the real app registers is in the OpenAPI document, and nothing the document lists is
-// missing from the app (issue 17 point 7). The routes are read from the Express app itself (its
+// missing from the app. The routes are read from the Express app itself (its
 // router's layers, recursively), so a route added later without documenting it fails here; only the
 // pages people's browsers load, and static files, are left out, each named below with the reason.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// People's own API over HTTP (issue 15 point 5): a signed-in person sees and acts on their own
+// People's own API over HTTP: a signed-in person sees and acts on their own
 // hosts, agents and approvals, and nobody else's. Every route is checked for the owner, for another
 // signed-in person (404, and nothing in their lists), without a session (401), and every POST
 // without or with a wrong CSRF token (403, nothing changed); decisions also with a stale sign-in

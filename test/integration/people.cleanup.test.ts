@@ -1,5 +1,5 @@
 // Agents and hosts that wait for approval too long, and approvals that lapsed, are removed by a
-// periodic job that every instance runs (issue 15 point 7): two instances on one Redis, cleaning at
+// periodic job that every instance runs: two instances on one Redis, cleaning at
 // the same moment, remove each item exactly once, and nothing that was decided.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeStalePending } from '../../src/services/cleanup.ts';

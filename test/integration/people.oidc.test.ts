@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createOidcSignIn, PENDING_SIGN_IN_MAX_AGE_MS, SignInError, type OidcSettings, type SignInFailure } from '../../src/people/oidc-sign-in.ts';
+import { createOidcSignIn, PENDING_SIGN_IN_MAX_AGE_MS, SignInError, type OidcSettings, type SignInFailure } from '../../src/people/sign-in/oidc.ts';
 import { CookieJar, signInHeadless, startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.ts';
 
 // The provider redirects here; signInHeadless stops at the redirect, so nothing needs to listen.

@@ -1,4 +1,4 @@
-// The account page over HTTP (http/people-pages.ts), as a person's browser uses it without the
+// The account page over HTTP (http/device/account.ts), as a person's browser uses it without the
 // browser: fetch with a cookie jar (test/support/person-browser.ts), the dev sign-in standing in for
 // the identity provider, passkeys played by a software authenticator. Each test is named after the
 // guarantee it protects or the attack it stops; both stores. Passkeys need the issuer on a host

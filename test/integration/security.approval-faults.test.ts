@@ -19,7 +19,7 @@
 //   finishes it: the agent executes, and the person sees it among their agents.
 // Failures are collected softly, so one run names every moment at which a guarantee broke.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listPasskeys } from '../../src/services/passkeys.ts';
+import { listPasskeys } from '../../src/people/passkeys.ts';
 import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
 import {
   addPasskey, decisionForm, expectClearPage, passkeyForm, presenceDecisionForm, saidApproved, signedInBrowser, type PageAnswer,

@@ -20,7 +20,7 @@ import { dataBlock, SoftwarePasskey } from '../support/software-passkey.ts';
 
 /** Long enough that moving the clock past the first passkey's 5-minute window keeps decisions possible. */
 const FRESH_SECONDS = 3600;
-/** services/passkeys.ts FIRST_PASSKEY_LOGIN_WINDOW_MS. */
+/** people/passkeys.ts FIRST_PASSKEY_LOGIN_WINDOW_MS. */
 const FIRST_PASSKEY_WINDOW_MS = 5 * 60_000;
 
 const TRANSFER_WITHIN_100 = { name: 'transfer_money', constraints: { amount: { max: 100 } } };

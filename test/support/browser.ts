@@ -2,7 +2,7 @@
 // driven by playwright-core, a page wrapper that collects console errors and numbers screenshots, a
 // check that a page runs no inline script (the pages are served under `script-src 'self'`), and a
 // virtual passkey authenticator through the DevTools protocol. Facts behind the choices are in
-// shared/reference/approvals.md §1 and §2.
+// docs/research/approvals.md §1 and §2.
 //
 // Addresses: bind test servers to 127.0.0.1 but open pages that use passkeys as
 // http://localhost:<port>. An IP address is never a valid WebAuthn RP ID (Chromium refuses the
@@ -196,7 +196,7 @@ export interface VirtualAuthenticator {
  * A platform passkey authenticator (CTAP2, internal transport, resident keys, user verification)
  * attached to this page's target, which answers ceremonies without any prompt. `userVerified: false`
  * keeps UV capability but fails verification: Chromium then refuses a ceremony that requires UV in
- * the browser, before the server sees anything (approvals.md §2). To test the server's own UV check,
+ * the browser, before the server sees anything (docs/research/approvals.md §2). To test the server's own UV check,
  * move a credential to an authenticator without UV through `cdp` (WebAuthn.addCredential).
  */
 export async function addVirtualAuthenticator(

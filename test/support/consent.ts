@@ -161,9 +161,9 @@ export async function auditEvents(c: Client, query: Record<string, string> = {})
 
 /**
  * The stored form of a software passkey whose registration response is `registration` (the
- * COSE public key, as services/passkeys.ts keeps it), for a test that must give a person a
+ * COSE public key, as people/passkeys.ts keeps it), for a test that must give a person a
  * passkey the page would refuse to register: one on an authenticator that does not verify the
- * user, as if moved to one (shared/reference/approvals.md §2).
+ * user, as if moved to one (docs/research/approvals.md §2).
  */
 export function storedPasskeyJson(registration: { response: { attestationObject: string } }, createdAtMs: number): string {
   const attestation = decodeAttestationObject(Buffer.from(registration.response.attestationObject, 'base64url'));

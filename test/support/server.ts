@@ -9,11 +9,11 @@ import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../.
 import { silentLogger, type Logger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { startOperators } from '../../src/operators/setup.ts';
-import { userCodesFor } from '../../src/services/user-codes.ts';
-import { createOidcSignIn } from '../../src/people/oidc-sign-in.ts';
+import { userCodesFor } from '../../src/services/approvals/user-codes.ts';
+import { createOidcSignIn } from '../../src/people/sign-in/oidc.ts';
 import { createRateLimits } from '../../src/ratelimit/limits.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
-import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail, type AuditTrail } from '../../src/services/audit-trail.ts';
+import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail, type AuditTrail } from '../../src/audit/trail.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import { redisStoreOptions } from '../../src/store/redis/from-config.ts';

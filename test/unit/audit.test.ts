@@ -1,4 +1,4 @@
-// The audit trail's pure rules (src/domain/audit.ts) and its writer's queue (src/services/audit-log.ts)
+// The audit trail's pure rules (src/domain/audit.ts) and its writer's queue (src/audit/log.ts)
 // against a store stand-in: bounded, never blocking, retried once, flushed on time and at close;
 // repeated refusals counted per key and window into one summary, the key table bounded, summaries
 // written at close, and the trail trimmed by age once a minute.
@@ -27,8 +27,8 @@ import {
   AuditLog,
   CAPPED_EVENTS_PER_WINDOW,
   CAPPED_WINDOW_MS,
-} from '../../src/services/audit-log.ts';
-import { AuditedPolicyReloader, auditedOperatorReload } from '../../src/services/audit-trail.ts';
+} from '../../src/audit/log.ts';
+import { AuditedPolicyReloader, auditedOperatorReload } from '../../src/audit/trail.ts';
 import type { Store } from '../../src/store/store.ts';
 
 describe('audit events', () => {

@@ -1,5 +1,5 @@
 // No Docker engine runs on CI machines, so the container files are checked for what makes them
-// work (issue 17 point 8): the image runs as a non-root user with a health check, copies only what
+// work: the image runs as a non-root user with a health check, copies only what
 // exists, and compose mounts the policy and plugin directories where agentgate reads them, with
 // settings agentgate's own config schema accepts.
 import { existsSync, readFileSync } from 'node:fs';

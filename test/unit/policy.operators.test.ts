@@ -2,7 +2,7 @@
 // (test/fixtures/policies/service.wasm, see test/support/policies.ts), DESIGN §6: the
 // policy asks agentgate.operator(name, operand, actual) for every operator that is not built in,
 // and the field is violated unless the evaluator answers true. A failing evaluator denies without
-// corrupting the wasm instance (docs/opa-wasm.md, gotcha 3), so the next decision is right.
+// corrupting the wasm instance (docs/research/opa-wasm.md, gotcha 3), so the next decision is right.
 import { describe, expect, it } from 'vitest';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import type { OperatorEvaluator } from '../../src/policy/engine.ts';

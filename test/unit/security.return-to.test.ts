@@ -1,10 +1,10 @@
 // A return path after sign-in must never send a person to another site (an open redirect lends
 // agentgate's sign-in to a phishing link). The audit found '/.//evil.com' coming back as
 // '//evil.com': resolving removed the dot segment and left a path a browser reads as another host.
-// people/oidc-urls.ts decides; http/sign-in.ts falls back to the code page. No I/O.
+// people/sign-in/urls.ts decides; http/device/sign-in.ts falls back to the code page. No I/O.
 import { describe, expect, it } from 'vitest';
-import { safeReturnTo as pageReturnTo } from '../../src/http/sign-in.ts';
-import { RETURN_TO_MAX_CHARS, safeReturnTo } from '../../src/people/oidc-urls.ts';
+import { safeReturnTo as pageReturnTo } from '../../src/http/device/sign-in.ts';
+import { RETURN_TO_MAX_CHARS, safeReturnTo } from '../../src/people/sign-in/urls.ts';
 
 /** Where a browser would go from https://agentgate.example after a redirect to `path`. */
 const landsOn = (path: string) => new URL(path, 'https://agentgate.example/signin/callback').host;

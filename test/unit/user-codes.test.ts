@@ -1,7 +1,7 @@
 // RFC 8628 user codes: derived from the approval id with the server key, never stored, compared
 // case-insensitively with or without the dash.
 import { describe, expect, it } from 'vitest';
-import { UserCodes } from '../../src/services/user-codes.ts';
+import { UserCodes } from '../../src/services/approvals/user-codes.ts';
 
 const codes = new UserCodes(Buffer.alloc(32, 7));
 const CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/;

@@ -3,7 +3,7 @@ import { adminCall, integerOption, printAnswer, type CommandSpec } from '../comm
 import { isRecord } from '../http.ts';
 import { list, table } from '../output.ts';
 
-/** The server's own bound on the list (src/services/admin.ts). */
+/** The server's own bound on the list (src/services/approvals/waiting.ts). */
 const MAX_LISTED = 500;
 
 export function approvalsTable(body: Record<string, unknown>): string {

@@ -1,4 +1,4 @@
-// The Lua scripts of the audit trail's stream (services/audit-log.ts, audit-records.ts). Each
+// The Lua scripts of the audit trail's stream (audit/log.ts, audit-records.ts). Each
 // touches the one stream key, so on a Redis Cluster each runs in that key's slot.
 import type { ScriptDefinition } from './scripts.ts';
 

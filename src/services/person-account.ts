@@ -1,4 +1,5 @@
-// People's own API (DESIGN §8): what the approval page does, and a little more,
+// A signed-in person's own hosts, agents and approvals (DESIGN §8), behind both the people's API
+// (http/people.ts) and the account page (http/device/account.ts): what the approval page does, and a little more,
 // for the signed-in person, over their own hosts and agents only. "Mine" is decided here, once:
 // a host is the person's while it is in their host links (store.listPersonHostIds) AND its record
 // still names them (`userId`); its agents are theirs, except a delegated agent that acts for someone
@@ -13,22 +14,19 @@ import { agentRefusal } from '../domain/lifecycle.ts';
 import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { approveAgent, denyAgent } from './admin.ts';
+import type { PersonSession, SignedIn } from '../people/sessions.ts';
 import { revokeAgentById } from './agents.ts';
-import { withoutGrants } from './approvals.ts';
-import { approvalForPerson, decidesFor, type ApprovalForPerson, type PageDeps } from './device-approvals.ts';
-import type { ServiceDeps } from './deps.ts';
+import { approveAgent, denyAgent } from './approvals/decide.ts';
+import { withoutGrants } from './approvals/open.ts';
+import { approvalForPerson, decidesFor, type ApprovalForPerson } from './approvals/view.ts';
+import type { PersonServiceDeps, ServiceDeps } from './deps.ts';
+import { confirmWithdrawal } from './durability.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
 import { revokeHost, withdrawHostTrust } from './hosts.ts';
-import type { PersonSession, SignedIn } from './people.ts';
-import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
 
 /** Which door a person came through, for the audit trail: their JSON API, or their account page. */
 export type PersonDoor = 'people_api' | 'account_page';
-
-/** What the people's API needs: the page's sessions and passkey settings (services/device-approvals.ts). */
-export type PeopleApiDeps = PageDeps;
 
 // One message per kind of id, the same whether the id is unknown or someone else's.
 const noSuchHost = () => new ApiError('host_not_found', 'you have no host with this id');
@@ -44,7 +42,7 @@ export function signedInPerson(session: PersonSession): SignedIn {
 }
 
 /** The person, signed in recently enough to decide (SIGN_IN_FRESH_SECONDS); 401 otherwise. */
-export function decidingPerson(deps: PeopleApiDeps, session: PersonSession): SignedIn {
+export function decidingPerson(deps: PersonServiceDeps, session: PersonSession): SignedIn {
   const person = signedInPerson(session);
   if (!deps.sessions.isFresh(session)) {
     throw new ApiError('authentication_required', 'Sign in again to decide: approvals and grants need a recent sign-in.');
@@ -152,7 +150,7 @@ export async function myApprovals(deps: ServiceDeps, personId: string, cursor: s
 
 /**
  * One of my open approvals, by its id, read without listing anything: an approval's user code is
- * derived from its id, and the code's lookup index names the agent (services/user-codes.ts).
+ * derived from its id, and the code's lookup index names the agent (services/approvals/user-codes.ts).
  */
 async function myOpenApproval(deps: ServiceDeps, personId: string, approvalId: string): Promise<MyApproval> {
   const agentId = await deps.store.findAgentIdByUserCode(deps.userCodes.lookupKey(deps.userCodes.codeFor(approvalId))!);
@@ -173,10 +171,10 @@ export interface MyDecision {
 
 /**
  * Approves or denies one of my open approvals, by its id, through the same atomic transition as
- * the page and the admin API (services/admin.ts): bound to that approval id, so an approval
+ * the page and the admin API (approvals/decide.ts): bound to that approval id, so an approval
  * replaced meanwhile is not decided by a click on the old one.
  */
-export async function decideMyApproval(deps: PeopleApiDeps, session: PersonSession, approvalId: string, decision: MyDecision): Promise<AgentSnapshot> {
+export async function decideMyApproval(deps: PersonServiceDeps, session: PersonSession, approvalId: string, decision: MyDecision): Promise<AgentSnapshot> {
   const person = decidingPerson(deps, session);
   const approval = await myOpenApproval(deps, person.personId, approvalId);
   const asPerson = { userId: person.personId, approvalId, by: { actor: 'person', via: 'people_api' } as const };
@@ -213,7 +211,7 @@ export interface ProactiveGrant {
  * approves a request; "needs approval" is what this call is. Written in one transition over the
  * state it checked, so a racing revoke cannot be followed by the new grant.
  */
-export async function grantToMyAgent(deps: PeopleApiDeps, session: PersonSession, agentId: string, request: ProactiveGrant): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
+export async function grantToMyAgent(deps: PersonServiceDeps, session: PersonSession, agentId: string, request: ProactiveGrant): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
   const person = decidingPerson(deps, session);
   const { host, snapshot } = await myAgent(deps, person.personId, agentId);
   if (snapshot.agent.mode !== 'delegated') throw new ApiError('unauthorized', 'this agent acts for no person: an administrator decides its capabilities');

@@ -6,8 +6,8 @@ import { redisCallDeadlineMs } from '../deadline.ts';
 import type { Logger } from '../logger.ts';
 import { PolicyReloader, type ReloadOutcome, type ReloadTrigger } from '../policy/reloader.ts';
 import type { Store } from '../store/store.ts';
-import { AuditForwarder } from './audit-forwarder.ts';
-import { AuditLog } from './audit-log.ts';
+import { AuditForwarder } from './forwarder.ts';
+import { AuditLog } from './log.ts';
 
 export interface AuditTrail {
   log: AuditLog;

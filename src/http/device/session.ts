@@ -2,14 +2,14 @@
 // wrapper that loads the person's session, runs the page, keeps a signed-in session and renders the
 // answer or a refusal. The session cookie is HttpOnly and SameSite=Lax, and on https it is Secure
 // with the `__Host-` prefix, so no other site (not even a sibling subdomain) can plant or read it.
-// Only signed-in sessions are stored (services/people.ts); what a sign-in needs before it
-// completes rides in the sealed sign-in cookie (http/sign-in.ts).
+// Only signed-in sessions are stored (people/sessions.ts); what a sign-in needs before it
+// completes rides in the sealed sign-in cookie (http/device/sign-in.ts).
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Config } from '../config.ts';
-import type { Logger } from '../logger.ts';
-import { isApiError } from '../errors.ts';
-import type { PersonSession, Sessions } from '../services/people.ts';
-import { requestContextOf } from './access.ts';
+import type { Config } from '../../config.ts';
+import type { Logger } from '../../logger.ts';
+import { isApiError } from '../../errors.ts';
+import type { PersonSession, PersonSessions } from '../../people/sessions.ts';
+import { requestContextOf } from '../access.ts';
 import { errorPage, layout } from './pages/device-pages.ts';
 import { SafeHtml } from './pages/html.ts';
 
@@ -69,7 +69,7 @@ export interface PageWrapper {
   backTo(res: Response, path: string): void;
 }
 
-export function pageWrapper(deps: { config: Config; sessions: Sessions; logger: Logger }): PageWrapper {
+export function pageWrapper(deps: { config: Config; sessions: PersonSessions; logger: Logger }): PageWrapper {
   const { config, sessions } = deps;
   const secure = secureCookies(config);
   const cookieName = sessionCookieName(secure);

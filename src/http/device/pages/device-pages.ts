@@ -4,9 +4,9 @@
 // or imitates a known name. Constraints are shown in words and in full, exactly as execute enforces
 // them, with any name outside printable ASCII marked (domain/consent-text.ts). Plain words: a
 // person should know what they are about to allow, and that they should only go on if they started it.
-import { claimWarnings, constraintLines, jsonText, outsidePrintableAscii, type PluginLookup } from '../../domain/consent-text.ts';
-import type { Constraints } from '../../domain/types.ts';
-import type { ApprovalForPerson, RequestedGrant } from '../../services/device-approvals.ts';
+import { claimWarnings, constraintLines, jsonText, outsidePrintableAscii, type PluginLookup } from '../../../domain/consent-text.ts';
+import type { Constraints } from '../../../domain/types.ts';
+import type { ApprovalForPerson, RequestedGrant } from '../../../services/approvals/view.ts';
 import { displayText, html, trusted, type SafeHtml } from './html.ts';
 
 /** Display lengths of what an agent or host chose (they are stored bounded too: names 200, reasons 1000). */
@@ -215,7 +215,7 @@ function signInReason(returnTo: string, fresh: boolean): SafeHtml {
   return html`<p>An agent asked for permission to act for you. Sign in to see exactly what it asks for; nothing is approved until you say so on the next page. You are asked again if your last sign-in is not recent: approving needs a fresh one.</p>`;
 }
 
-/** The page where a signed-in person sees and takes back what they approved (http/people-pages.ts). */
+/** The page where a signed-in person sees and takes back what they approved (http/device/account.ts). */
 export const ACCOUNT_PATH = '/account';
 
 export function signInPage(returnTo: string, csrfToken: string, methods: { oidc: boolean; dev: boolean; fresh?: boolean }): SafeHtml {

@@ -9,8 +9,8 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
-import { CookieSealer } from '../people/sealed-cookie.ts';
 import type { Store } from '../store/store.ts';
+import { CookieSealer } from './sealed-cookie.ts';
 
 /** Someone who signed in: issuer-qualified, never identified by email. */
 export interface SignedIn {
@@ -24,15 +24,6 @@ export interface SignedIn {
    * for them). Absent when the provider answered from its own session.
    */
   freshLoginAtMs?: number | undefined;
-}
-
-/** What an OpenID Connect sign-in keeps between leaving for the provider and coming back. */
-export interface PendingSignInState {
-  state: string;
-  nonce: string;
-  codeVerifier: string;
-  returnTo: string;
-  startedAtMs: number;
 }
 
 /** A WebAuthn challenge, what it was issued for (an approval id, or a passkey to remove) and until when. */
@@ -79,7 +70,7 @@ export interface SessionSettings {
 const keyOf = (id: string) => createHash('sha256').update(`person-session:${id}`).digest('base64url');
 const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
 
-export class Sessions {
+export class PersonSessions {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #settings: SessionSettings;

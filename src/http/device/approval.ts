@@ -1,61 +1,23 @@
-// The people-facing pages (protocol §10, DESIGN §8), assembled: their security headers and static
-// files, sign-in (http/sign-in.ts), adding a passkey (http/passkey-pages.ts), the account page
-// (http/people-pages.ts), and here the approval page at `verification_uri` (/device) and its
-// decision. Thin, like every handler: parse, call a service in services/device-approvals.ts, render
-// a page from http/pages/. The pages' only scripts are two static files (the WebAuthn ceremonies);
-// none is inline. Nothing in the protocol path uses this.
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+// The approval page at `verification_uri` (/device, RFC 8628 §3.3) and its decision: a signed-in
+// person types or follows the code their agent's host showed, sees exactly what it decides, and
+// approves all, some or none. Thin, like every handler: read the query or the form, call one use
+// case (services/approvals/by-person.ts), render a page from pages/device-pages.ts.
 import express, { Router } from 'express';
-import { ApiError, isApiError } from '../errors.ts';
-import { decideAsPerson, findApprovalByCode, type PageDeps } from '../services/device-approvals.ts';
-import { presenceOptions } from '../services/passkeys.ts';
-import { pageSecurityHeaders, pageWrapper, PAGE_PATHS, redirectTo } from './page-session.ts';
-import { passkeyPagesRouter } from './passkey-pages.ts';
-import { peoplePagesRouter } from './people-pages.ts';
-import { approvalPage, codePage, decidedPage, STYLESHEET, type PresenceOnPage } from './pages/device-pages.ts';
-import { signInRouter, signInUrl, type OidcSignInFlow } from './sign-in.ts';
-
-export type { OidcSignInFlow } from './sign-in.ts';
-
-export interface DevicePageDeps extends PageDeps {
-  oidc?: OidcSignInFlow | undefined;
-}
-
-/** The pages' only scripts, read once: ours, and @simplewebauthn/browser's UMD bundle. */
-const PASSKEYS_CLIENT = readFileSync(new URL('./pages/passkeys-client.js', import.meta.url), 'utf8');
-// The package exports no path to its browser bundle, so it is found beside the package's entry.
-const WEBAUTHN_BROWSER = readFileSync(
-  join(dirname(dirname(createRequire(import.meta.url).resolve('@simplewebauthn/browser'))), 'dist', 'bundle', 'index.umd.min.js'),
-  'utf8',
-);
+import { ApiError, isApiError } from '../../errors.ts';
+import { presenceOptions } from '../../people/passkeys.ts';
+import { decideAsPerson, findApprovalByCode } from '../../services/approvals/by-person.ts';
+import type { PersonServiceDeps } from '../../services/deps.ts';
+import { approvalPage, codePage, decidedPage, type PresenceOnPage } from './pages/device-pages.ts';
+import { redirectTo, type PageWrapper } from './session.ts';
+import { signInUrl } from './sign-in.ts';
 
 /** The approval page for a code, as a path (a refusal's page links back to it). */
 const approvalPath = (code: string) => `/device?user_code=${encodeURIComponent(code)}`;
 
-export function devicePagesRouter(deps: DevicePageDeps): Router {
+export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Router {
   const router = Router();
   const { logger, sessions } = deps;
-  const page = pageWrapper(deps);
   const forms = express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 128 });
-
-  router.use(PAGE_PATHS, pageSecurityHeaders());
-  router.get('/static/agentgate.css', (_req, res) => {
-    res.set('Cache-Control', 'public, max-age=3600').type('text/css').send(STYLESHEET);
-  });
-  router.get('/favicon.ico', (_req, res) => {
-    res.status(204).end();
-  });
-  router.get('/static/passkeys.js', (_req, res) => {
-    res.set('Cache-Control', 'public, max-age=3600').type('text/javascript').send(PASSKEYS_CLIENT);
-  });
-  router.get('/static/simplewebauthn-browser.js', (_req, res) => {
-    res.set('Cache-Control', 'public, max-age=3600').type('text/javascript').send(WEBAUTHN_BROWSER);
-  });
-  router.use(signInRouter(deps, page));
-  router.use(passkeyPagesRouter(deps, page));
-  router.use(peoplePagesRouter(deps, page));
 
   // RFC 8628 §3.3: the verification URI; `?user_code=` is verification_uri_complete.
   router.get('/device', page(async (req, res, session) => {
@@ -113,7 +75,7 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
  * Names an agent or host might imitate on this person's page: the server's own, and the names of
  * the person's other hosts (read from their host links: bounded by what they linked).
  */
-async function knownNames(deps: PageDeps, personId: string, shownHostId: string): Promise<string[]> {
+async function knownNames(deps: PersonServiceDeps, personId: string, shownHostId: string): Promise<string[]> {
   const names = [deps.config.PROVIDER_NAME];
   const hostIds = (await deps.store.listPersonHostIds(personId)).filter((id) => id !== shownHostId).slice(0, 50);
   for (const host of await Promise.all(hostIds.map((id) => deps.store.getHost(id)))) {

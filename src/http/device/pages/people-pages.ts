@@ -1,13 +1,13 @@
 // The account page's HTML (DESIGN §8): what a signed-in person approved — their agents with each
 // grant, their hosts, their passkeys — and the forms that take it back. The same rules as the
-// approval page (http/pages/device-pages.ts): templates that escape (html.ts), no inline script,
+// approval page (http/device/pages/device-pages.ts): templates that escape (html.ts), no inline script,
 // every form with the session's CSRF token, every name or reason an agent or host chose shown as
 // its claim (cleaned, length-limited, with look-alike warnings: `claim`), and constraints in words
 // and in full, as execute enforces them (`constraintsInWords`, domain/consent-text.ts).
-import type { PluginLookup } from '../../domain/consent-text.ts';
-import { effectiveStatus } from '../../domain/lifecycle.ts';
-import type { AgentSnapshot, AgentStatus, GrantRecord, HostRecord, HostStatus } from '../../domain/types.ts';
-import type { Passkey } from '../../services/passkeys.ts';
+import type { PluginLookup } from '../../../domain/consent-text.ts';
+import { effectiveStatus } from '../../../domain/lifecycle.ts';
+import type { AgentSnapshot, AgentStatus, GrantRecord, HostRecord, HostStatus } from '../../../domain/types.ts';
+import type { Passkey } from '../../../people/passkeys.ts';
 import { ACCOUNT_PATH, claim, constraintsInWords, dataBlock, LIMITS } from './device-pages.ts';
 import { displayText, html, type SafeHtml } from './html.ts';
 
@@ -16,7 +16,7 @@ export interface AccountView {
   personId: string;
   csrfToken: string;
   nowMs: number;
-  /** One page of the person's agents (services/people-api.ts myAgents), each with its host. */
+  /** One page of the person's agents (services/person-account.ts myAgents), each with its host. */
   agents: ReadonlyArray<{ host: HostRecord; snapshot: AgentSnapshot }>;
   /** The link to the next page of agents; null on the last. */
   nextAgentsUrl: string | null;
@@ -196,7 +196,7 @@ ${passkeysSection(view)}`;
 /**
  * The page that removes one passkey: the browser proves one of the person's passkeys (this one or
  * another) for the challenge in the data block, and the form posts the answer. The session alone
- * never removes one (services/passkeys.ts removePasskey says why).
+ * never removes one (people/passkeys.ts removePasskey says why).
  */
 export function removePasskeyPage(passkey: Passkey, remaining: number, options: unknown, csrfToken: string): SafeHtml {
   return html`<h1>Remove a passkey</h1>

@@ -2,10 +2,10 @@
 // An approval decides exactly the grant ids it was created for (DESIGN §8): a new request never
 // joins an open approval, it gets a new one with a new code, so a person can only ever approve what
 // the code showed them (SECURITY.md).
-import type { Config } from '../config.ts';
-import type { AgentSnapshot, ApprovalRecord } from '../domain/types.ts';
-import type { ServiceDeps } from './deps.ts';
-import { newApprovalId } from './ids.ts';
+import type { Config } from '../../config.ts';
+import type { AgentSnapshot, ApprovalRecord } from '../../domain/types.ts';
+import type { ServiceDeps } from '../deps.ts';
+import { newApprovalId } from '../ids.ts';
 
 export function newApproval(grantIds: string[], nowMs: number, config: Config): ApprovalRecord {
   return {

@@ -1,8 +1,8 @@
 // The account page (DESIGN §8): a signed-in person sees their agents, hosts and passkeys and takes
 // back what they approved, in a browser, over the same use cases as the people's JSON API
-// (services/people-api.ts, services/passkeys.ts), so the page cannot decide differently from it.
+// (services/person-account.ts, people/passkeys.ts), so the page cannot decide differently from it.
 // Thin, like every handler: read the form, call one service, redirect back (303) or render a page
-// from http/pages/people-pages.ts. The page wrapper (http/page-session.ts) brings the session, the
+// from http/device/pages/people-pages.ts. The page wrapper (http/device/session.ts) brings the session, the
 // security headers and the refusal pages; the rules on top are the people's API's:
 // - every form carries the session's CSRF token (checked first, so a forged form changes nothing);
 // - revoking an agent, a grant or a host takes power away and needs no fresh sign-in;
@@ -13,12 +13,12 @@
 // Another person's ids answer exactly as unknown ones (404), as the services decide.
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { ApiError, isApiError } from '../errors.ts';
-import type { PageDeps } from '../services/device-approvals.ts';
-import { listPasskeys, removePasskey } from '../services/passkeys.ts';
-import { myAgents, myHosts, revokeMyAgent, revokeMyGrant, revokeMyHost, unlinkMyHost } from '../services/people-api.ts';
-import type { PersonSession, SignedIn } from '../services/people.ts';
-import { pageSecurityHeaders, redirectTo, type PageWrapper } from './page-session.ts';
+import { ApiError, isApiError } from '../../errors.ts';
+import type { PersonServiceDeps } from '../../services/deps.ts';
+import { listPasskeys, removePasskey } from '../../people/passkeys.ts';
+import { myAgents, myHosts, revokeMyAgent, revokeMyGrant, revokeMyHost, unlinkMyHost } from '../../services/person-account.ts';
+import type { PersonSession, SignedIn } from '../../people/sessions.ts';
+import { pageSecurityHeaders, redirectTo, type PageWrapper } from './session.ts';
 import { ACCOUNT_PATH } from './pages/device-pages.ts';
 import { accountPage, NOTICES, removePasskeyPage, type Notice } from './pages/people-pages.ts';
 import { signInUrl } from './sign-in.ts';
@@ -39,7 +39,7 @@ const cursor = z.string().min(3).max(257);
 
 const OUT_OF_DATE = 'This form is out of date. Go back, reload the page and try again.';
 
-export function peoplePagesRouter(deps: PageDeps, page: PageWrapper): Router {
+export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Router {
   const router = Router();
   const { sessions } = deps;
   // An assertion is a few hundred bytes of JSON; passkey ids are at most 1400 characters.
@@ -137,7 +137,7 @@ export function peoplePagesRouter(deps: PageDeps, page: PageWrapper): Router {
   // The removal's first step: the service refuses without an assertion and issues the challenge to
   // answer (in the session, bound to this passkey), which this page hands the browser.
   router.get(`${ACCOUNT_PATH}/passkeys/remove`, page(async (req, res, session) => {
-    // A return path is at most 512 characters (http/sign-in.ts); a longer passkey id starts over from the list.
+    // A return path is at most 512 characters (http/device/sign-in.ts); a longer passkey id starts over from the list.
     if (!session.data || !sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl.length <= 512 ? req.originalUrl : ACCOUNT_PATH));
     page.backTo(res, ACCOUNT_PATH);
     const parsed = passkeyId.safeParse(req.query.passkey_id);

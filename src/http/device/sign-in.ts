@@ -10,35 +10,28 @@
 import { randomBytes } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { ApiError } from '../errors.ts';
-import type { Logger } from '../logger.ts';
-import { safeReturnTo as sameOriginPath } from '../people/oidc-urls.ts';
-import { sameSecret, type PendingSignInState, type Sessions } from '../services/people.ts';
-import type { Clock } from '../clock.ts';
-import type { Config } from '../config.ts';
-import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './page-session.ts';
+import { ApiError } from '../../errors.ts';
+import type { Logger } from '../../logger.ts';
+import { safeReturnTo as sameOriginPath } from '../../people/sign-in/urls.ts';
+import { pendingSignInSchema, type OidcSignIn } from '../../people/sign-in/oidc.ts';
+import { sameSecret, type PersonSessions } from '../../people/sessions.ts';
+import type { Clock } from '../../clock.ts';
+import type { Config } from '../../config.ts';
+import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './session.ts';
 import { signInPage } from './pages/device-pages.ts';
-
-/** An OpenID Connect sign-in (src/people/oidc-sign-in.ts), as the pages use it. */
-export interface OidcSignInFlow {
-  start(returnTo: string, options?: { forceLogin?: boolean }): Promise<{ redirectUrl: string; pending: PendingSignInState }>;
-  finish(callbackUrl: URL, pending: PendingSignInState): Promise<{ personId: string; name?: string; email?: string; authTimeMs: number }>;
-}
 
 export interface SignInDeps {
   config: Config;
   logger: Logger;
   clock: Clock;
-  sessions: Sessions;
-  oidc?: OidcSignInFlow | undefined;
+  sessions: PersonSessions;
+  oidc?: OidcSignIn | undefined;
 }
 
 /** The sealed sign-in cookie: what a visitor carries before a sign-in completes. */
 const preSignInSchema = z.object({
   csrf: z.string().min(16).max(128),
-  pending: z.object({
-    state: z.string().max(256), nonce: z.string().max(256), codeVerifier: z.string().max(256), returnTo: z.string().max(512), startedAtMs: z.number(),
-  }).optional(),
+  pending: pendingSignInSchema.optional(),
 });
 type PreSignIn = z.infer<typeof preSignInSchema>;
 
@@ -51,7 +44,7 @@ const AUTH_TIME_SKEW_MS = 5_000;
 /** The sign-in cookie's name: `__Host-` on https, like the session cookie. */
 export const signInCookieName = (secure: boolean) => (secure ? '__Host-agentgate_signin' : 'agentgate_signin');
 
-/** A same-origin path to come back to after sign-in (people/oidc-urls.ts decides); otherwise the code page. */
+/** A same-origin path to come back to after sign-in (people/sign-in/urls.ts decides); otherwise the code page. */
 export function safeReturnTo(value: unknown): string {
   const path = typeof value === 'string' ? sameOriginPath(value) : '/';
   return path === '/' ? '/device' : path;
@@ -105,7 +98,7 @@ export function signInRouter(deps: SignInDeps, page: PageWrapper): Router {
       throw new ApiError('authentication_required', 'Signing in did not work. Start again.');
     });
     // Credentials entered within this sign-in, not answered from the provider's own session: what
-    // a first passkey takes (services/passkeys.ts).
+    // a first passkey takes (people/passkeys.ts).
     const entered = person.authTimeMs >= pending.startedAtMs - AUTH_TIME_SKEW_MS;
     const signedIn = await sessions.signIn(session, {
       personId: person.personId, name: person.name, email: person.email, signedInAtMs: person.authTimeMs, ...(entered ? { freshLoginAtMs: person.authTimeMs } : {}),

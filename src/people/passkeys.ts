@@ -22,10 +22,23 @@ import {
   type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import { z } from 'zod';
+import type { AuditLog } from '../audit/log.ts';
+import type { Clock } from '../clock.ts';
 import { ApiError } from '../errors.ts';
-import type { PageDeps } from './device-approvals.ts';
-import type { ServiceDeps } from './deps.ts';
-import type { PasskeyCeremony, PersonSession, SessionData } from './people.ts';
+import type { Logger } from '../logger.ts';
+import type { Store } from '../store/store.ts';
+import type { PasskeyCeremony, PersonSession, PersonSessions, SessionData } from './sessions.ts';
+
+/** What the passkey ceremonies need: the person's records and session, and where to record what they did. */
+export interface PasskeyDeps {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  audit: Pick<AuditLog, 'record'>;
+  sessions: PersonSessions;
+  /** WebAuthn settings; null when the issuer's host cannot be a relying-party id. */
+  passkeys: PasskeySettings | null;
+}
 
 export interface PasskeySettings {
   rpId: string;
@@ -69,7 +82,7 @@ export interface Passkey extends StoredPasskey {
 }
 
 /** The person's passkeys, oldest first. A record that does not parse is a bug or tampering: refuse. */
-export async function listPasskeys(deps: Pick<ServiceDeps, 'store'>, personId: string): Promise<Passkey[]> {
+export async function listPasskeys(deps: Pick<PasskeyDeps, 'store'>, personId: string): Promise<Passkey[]> {
   const stored = await deps.store.listPasskeys(personId);
   return stored.map(({ id, json }) => {
     const parsed = storedPasskeySchema.safeParse(JSON.parse(json));
@@ -81,7 +94,7 @@ export async function listPasskeys(deps: Pick<ServiceDeps, 'store'>, personId: s
 const descriptorsOf = (passkeys: readonly Passkey[]) => passkeys.map((p) => ({ id: p.id, transports: p.transports as AuthenticatorTransport[] | undefined }));
 const storedJson = ({ id: _id, ...kept }: Passkey) => JSON.stringify(kept);
 
-function requirePasskeys(deps: PageDeps): PasskeySettings {
+function requirePasskeys(deps: PasskeyDeps): PasskeySettings {
   if (!deps.passkeys) {
     throw new ApiError('unauthorized', "Passkeys cannot work here: this server's address is an IP address (an administrator sets ISSUER to a host name, e.g. http://localhost:3000).");
   }
@@ -103,7 +116,7 @@ export type PasskeyAddition =
   /** Their first, but their last sign-in was answered from the provider's own session: sign in again. */
   | { kind: 'needs_fresh_login'; passkeys: [] };
 
-export async function passkeyAddition(deps: PageDeps, session: PersonSession): Promise<PasskeyAddition> {
+export async function passkeyAddition(deps: PasskeyDeps, session: PersonSession): Promise<PasskeyAddition> {
   const { person } = signedIn(session);
   const passkeys = await listPasskeys(deps, person.personId);
   if (passkeys.length > 0) return { kind: 'prove_existing', passkeys };
@@ -114,7 +127,7 @@ export async function passkeyAddition(deps: PageDeps, session: PersonSession): P
  * Options for the browser to create a passkey and, when the person holds passkeys already, to prove
  * one of them first; both challenges wait in the session, each for its own ceremony.
  */
-export async function passkeyRegistrationOptions(deps: PageDeps, session: PersonSession, addition: PasskeyAddition) {
+export async function passkeyRegistrationOptions(deps: PasskeyDeps, session: PersonSession, addition: PasskeyAddition) {
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
   if (addition.kind === 'needs_fresh_login') throw freshLoginNeeded();
@@ -147,7 +160,7 @@ const freshLoginNeeded = () => new ApiError('authentication_required', 'Your fir
  * one takes: an assertion of one of the person's passkeys, or, for their first, credentials entered
  * at the identity provider within FIRST_PASSKEY_LOGIN_WINDOW_MS. Recorded in the audit trail.
  */
-export async function registerPasskey(deps: PageDeps, session: PersonSession, responseJson: string, proofJson: string | undefined): Promise<Passkey> {
+export async function registerPasskey(deps: PasskeyDeps, session: PersonSession, responseJson: string, proofJson: string | undefined): Promise<Passkey> {
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
   const challenge = await takeChallenge(deps, data, 'register');
@@ -200,7 +213,7 @@ export async function registerPasskey(deps: PageDeps, session: PersonSession, re
  * passkey's removal only. Recorded in the audit trail.
  */
 export async function removePasskey(
-  deps: PageDeps, session: PersonSession, passkeyId: string, assertionJson: string | undefined, via: 'people_api' | 'account_page' = 'people_api',
+  deps: PasskeyDeps, session: PersonSession, passkeyId: string, assertionJson: string | undefined, via: 'people_api' | 'account_page' = 'people_api',
 ): Promise<void> {
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
@@ -221,7 +234,7 @@ export async function removePasskey(
  * An administrator removes a person's passkeys (one, or all): the way back for a person who lost
  * the authenticator every further passkey would need. Recorded in the audit trail.
  */
-export async function removePasskeysAsAdmin(deps: Pick<ServiceDeps, 'store' | 'audit'>, personId: string, passkeyId: string | undefined): Promise<number> {
+export async function removePasskeysAsAdmin(deps: Pick<PasskeyDeps, 'store' | 'audit'>, personId: string, passkeyId: string | undefined): Promise<number> {
   const ids = passkeyId !== undefined ? [passkeyId] : (await deps.store.listPasskeys(personId)).map((p) => p.id);
   let removed = 0;
   for (const id of ids) {
@@ -237,7 +250,7 @@ export async function removePasskeysAsAdmin(deps: Pick<ServiceDeps, 'store' | 'a
  * Options for the browser to prove presence for one approval, or null when the person has no
  * passkey yet or passkeys cannot work here. The challenge is issued only for this approval.
  */
-export async function presenceOptions(deps: PageDeps, session: PersonSession, approvalId: string) {
+export async function presenceOptions(deps: PasskeyDeps, session: PersonSession, approvalId: string) {
   if (!deps.passkeys) return null;
   const { person, data } = signedIn(session);
   const passkeys = await listPasskeys(deps, person.personId);
@@ -252,7 +265,7 @@ export async function presenceOptions(deps: PageDeps, session: PersonSession, ap
  * this approval id (and is used up by this check, pass or fail), from one of the person's passkeys,
  * with user verification.
  */
-export async function verifyPresence(deps: PageDeps, session: PersonSession, approvalId: string, responseJson: string | undefined): Promise<void> {
+export async function verifyPresence(deps: PasskeyDeps, session: PersonSession, approvalId: string, responseJson: string | undefined): Promise<void> {
   const settings = requirePasskeys(deps);
   const { person, data } = signedIn(session);
   if (!responseJson) throw new ApiError('unauthorized', 'Approving this needs your passkey.');
@@ -267,7 +280,7 @@ export async function verifyPresence(deps: PageDeps, session: PersonSession, app
  * exists: one removed while this ran is refused, never brought back.
  */
 async function verifyAssertion(
-  deps: PageDeps, settings: PasskeySettings, personId: string, passkeys: readonly Passkey[], challenge: string, responseJson: string, purpose: string,
+  deps: PasskeyDeps, settings: PasskeySettings, personId: string, passkeys: readonly Passkey[], challenge: string, responseJson: string, purpose: string,
 ): Promise<void> {
   const response = parseResponse(responseJson) as AuthenticationResponseJSON;
   const passkey = passkeys.find((p) => p.id === response?.id);
@@ -304,7 +317,7 @@ async function verifyAssertion(
  * ceremony's answer would otherwise both find it (one proof adding two passkeys, say). `boundTo` is
  * what it was issued for (an approval id, or the passkey to remove).
  */
-async function takeChallenge(deps: PageDeps, data: SessionData, ceremony: PasskeyCeremony, boundTo?: string): Promise<string> {
+async function takeChallenge(deps: PasskeyDeps, data: SessionData, ceremony: PasskeyCeremony, boundTo?: string): Promise<string> {
   const held = data.passkeyChallenges[ceremony];
   delete data.passkeyChallenges[ceremony];
   const nowMs = deps.clock.nowMs();

@@ -1,16 +1,16 @@
 // The page that adds a passkey (DESIGN §8: presence means a person with their authenticator).
-// Thin: the rules are in services/passkeys.ts. A person holding passkeys proves one of them in the
+// Thin: the rules are in people/passkeys.ts. A person holding passkeys proves one of them in the
 // same ceremony; a person adding their first is sent to sign in again at the identity provider
 // (credentials entered now, not the provider's session) before the page offers it.
 import express, { Router } from 'express';
-import { ApiError } from '../errors.ts';
-import type { PageDeps } from '../services/device-approvals.ts';
-import { passkeyAddition, passkeyRegistrationOptions, registerPasskey } from '../services/passkeys.ts';
-import { redirectTo, type PageWrapper } from './page-session.ts';
+import { ApiError } from '../../errors.ts';
+import type { PersonServiceDeps } from '../../services/deps.ts';
+import { passkeyAddition, passkeyRegistrationOptions, registerPasskey } from '../../people/passkeys.ts';
+import { redirectTo, type PageWrapper } from './session.ts';
 import { addPasskeyPage } from './pages/device-pages.ts';
 import { safeReturnTo, signInUrl } from './sign-in.ts';
 
-export function passkeyPagesRouter(deps: PageDeps, page: PageWrapper): Router {
+export function passkeyPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Router {
   const router = Router();
   const { sessions, logger } = deps;
   const forms = express.urlencoded({ extended: false, limit: '32kb', parameterLimit: 64 });

@@ -1,95 +1,16 @@
-// The approval page's use cases (protocol §10, DESIGN §8): a signed-in person enters the code an
-// agent's host showed them, sees exactly what that approval decides, and approves all, some or none.
-// The code is checked against the approval it names (never stored; services/user-codes.ts), wrong
-// codes are counted per session and per address (atomically, in the store), and the decision goes
-// through the same atomic transition as every approval, bound to the approval id the person was shown.
-import type { Catalog } from '../catalog/catalog.ts';
-import type { AgentRecord, AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
-import { ApiError, isApiError } from '../errors.ts';
-import { approveAgent, awaitsHostLink, denyAgent } from './admin.ts';
-import type { ServiceDeps } from './deps.ts';
-import type { PasskeySettings } from './passkeys.ts';
-import { verifyPresence } from './passkeys.ts';
-import type { PersonSession, Sessions } from './people.ts';
-
-/** One capability an approval decides, as a person sees it, with the id of the grant it decides. */
-export interface RequestedGrant {
-  grantId: string;
-  capability: string;
-  description: string;
-  constraints: Constraints | undefined;
-  /** The reason the agent or host gave for this request (never the policy's): their claim. */
-  reason: string | undefined;
-  /**
-   * Why agentgate's policy asks a person (e.g. "user approval required"), when the requester gave
-   * no reason of its own (a grant keeps one reason, and says whose: GrantRecord.reasonBy). Shown
-   * as agentgate's words, never as the agent's.
-   */
-  policyReason: string | undefined;
-  /** 'presence': approving it needs a passkey on the approval page, not only a sign-in. */
-  approvalStrength: 'sign_in' | 'presence';
-}
-
-/** One open approval, as the page and the people's API show it. */
-export interface ApprovalForPerson {
-  agent: Pick<AgentRecord, 'id' | 'name' | 'mode' | 'reason' | 'status'>;
-  host: Pick<HostRecord, 'id' | 'name'>;
-  approvalId: string;
-  expiresAtMs: number;
-  /** True when the agent itself waits (a registration), not only some of its grants. */
-  registration: boolean;
-  requested: RequestedGrant[];
-}
-
-/**
- * What the agent's open approval decides, as a person sees it: the agent, its host, and exactly the
- * pending grants the approval was created for. Null when nothing is open (decided, replaced,
- * expired, or the agent is no longer pending or active). The one view the page and the people's
- * API both show, so what a person sees cannot differ by door.
- */
-export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: AgentSnapshot, nowMs: number): ApprovalForPerson | null {
-  const { agent, grants } = snapshot;
-  const approval = agent.approval;
-  if (!approval || approval.expiresAtMs <= nowMs || (agent.status !== 'pending' && agent.status !== 'active')) return null;
-  const decides = new Set(approval.grantIds);
-  return {
-    agent: { id: agent.id, name: agent.name, mode: agent.mode, reason: agent.reason, status: agent.status },
-    host: { id: host.id, name: host.name },
-    approvalId: approval.id,
-    expiresAtMs: approval.expiresAtMs,
-    registration: agent.status === 'pending',
-    requested: grants
-      .filter((g) => g.status === 'pending' && decides.has(g.id))
-      .map((g) => {
-        const capability = catalog.get(g.capability);
-        return {
-          grantId: g.id,
-          capability: g.capability,
-          description: capability?.description ?? '(this capability is no longer offered)',
-          constraints: g.constraints,
-          // What the agent or host wrote is their claim; the policy's reason is agentgate's, kept apart.
-          reason: g.reasonBy === 'policy' ? undefined : g.reason,
-          policyReason: g.reasonBy === 'policy' ? g.reason : undefined,
-          approvalStrength: capability?.approval_strength ?? 'sign_in',
-        };
-      }),
-  };
-}
-
-/**
- * Whether a person may decide for this agent: a delegated agent acts for one person, so once its
- * host or the agent itself names a person, only that person decides (an administrator who linked
- * the host to someone else since has not handed that person the agents decided before).
- */
-export function decidesFor(personId: string, host: Pick<HostRecord, 'userId'>, agent: Pick<AgentRecord, 'userId' | 'mode'>): boolean {
-  return agent.mode === 'delegated' && (host.userId === undefined || host.userId === personId) && (agent.userId === undefined || agent.userId === personId);
-}
-
-export interface PageDeps extends ServiceDeps {
-  sessions: Sessions;
-  /** WebAuthn settings for presence approvals; null when the issuer's host cannot be an RP id. */
-  passkeys: PasskeySettings | null;
-}
+// A signed-in person decides on the approval page (protocol §10, DESIGN §8): they enter the code an
+// agent's host showed them, see exactly what that approval decides (approvals/view.ts), and approve
+// all, some or none. The code is checked against the approval it names (never stored;
+// approvals/user-codes.ts), wrong codes are counted per session and per address (atomically, in the
+// store), and the decision goes through the one approval core (approvals/decide.ts), bound to the
+// approval id the person was shown.
+import type { AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
+import { ApiError, isApiError } from '../../errors.ts';
+import { verifyPresence } from '../../people/passkeys.ts';
+import type { PersonSession } from '../../people/sessions.ts';
+import type { PersonServiceDeps } from '../deps.ts';
+import { approveAgent, awaitsHostLink, denyAgent } from './decide.ts';
+import { approvalForPerson, decidesFor, type ApprovalForPerson } from './view.ts';
 
 const wrongCode = () => new ApiError('invalid_request', 'That code is not valid. Check it against the one your agent shows and try again.');
 const usedCode = () => new ApiError('invalid_request', 'That code was used already, or the agent asked again since (a code works once). Ask your agent for the code it shows now.');
@@ -100,7 +21,7 @@ const usedCode = () => new ApiError('invalid_request', 'That code was used alrea
  * all pass one check); a right code gives the session's point back, so only wrong codes count
  * against a person. A code for an agent that acts for someone else is answered as wrong.
  */
-export async function findApprovalByCode(deps: PageDeps, session: PersonSession, typed: string, clientIp: string): Promise<ApprovalForPerson> {
+export async function findApprovalByCode(deps: PersonServiceDeps, session: PersonSession, typed: string, clientIp: string): Promise<ApprovalForPerson> {
   const person = signedInPerson(session);
   const sessionKey = deps.sessions.limitKey(session);
   await spendAttempt(deps, 'userCodeSession', sessionKey);
@@ -120,7 +41,7 @@ export async function findApprovalByCode(deps: PageDeps, session: PersonSession,
 }
 
 /** One attempt against a budget; the refusal speaks to a person, not to a client. */
-async function spendAttempt(deps: PageDeps, limit: 'userCodeSession' | 'userCodeAttempt', key: string): Promise<void> {
+async function spendAttempt(deps: PersonServiceDeps, limit: 'userCodeSession' | 'userCodeAttempt', key: string): Promise<void> {
   try {
     await deps.limits.consume(limit, key);
   } catch (err) {
@@ -144,7 +65,7 @@ function signedInPerson(session: PersonSession) {
  * it tells a guesser nothing a wrong guess would not (the index of a used code expires with its
  * approval's deadline, and every lookup is counted against the same budgets).
  */
-async function lookUp(deps: PageDeps, typed: string): Promise<{ snapshot: AgentSnapshot; host: HostRecord } | 'used' | 'unknown'> {
+async function lookUp(deps: PersonServiceDeps, typed: string): Promise<{ snapshot: AgentSnapshot; host: HostRecord } | 'used' | 'unknown'> {
   const lookupKey = deps.userCodes.lookupKey(typed);
   if (lookupKey === null) return 'unknown';
   const agentId = await deps.store.findAgentIdByUserCode(lookupKey);
@@ -179,11 +100,11 @@ export interface PageDecisionOutcome {
 /**
  * Approves or denies, as the signed-in person, exactly the approval the page showed: the open one
  * of an agent this person decides for (decidesFor), through the same atomic transition as every
- * door (services/admin.ts). A capability that needs presence is approved only with a passkey
+ * door (approvals/decide.ts). A capability that needs presence is approved only with a passkey
  * assertion whose challenge was issued for this approval; on a server where passkeys cannot work
  * it cannot be approved here at all (a 403 that says so, never a 5xx).
  */
-export async function decideAsPerson(deps: PageDeps, session: PersonSession, decision: PageDecision): Promise<PageDecisionOutcome> {
+export async function decideAsPerson(deps: PersonServiceDeps, session: PersonSession, decision: PageDecision): Promise<PageDecisionOutcome> {
   const person = session.data?.person;
   if (!person || !deps.sessions.isFresh(session)) {
     throw new ApiError('authentication_required', 'Sign in again to decide: approvals need a recent sign-in.');
@@ -196,7 +117,7 @@ export async function decideAsPerson(deps: PageDeps, session: PersonSession, dec
   const shown = approvalForPerson(deps.catalog, host, snapshot, deps.clock.nowMs());
   if (shown === null && decision.verdict === 'approve' && (await awaitsHostLink(deps, snapshot, host, person.personId))) {
     // This person's approval was written but the store failed before its host was linked: sending
-    // the form again finishes it (services/admin.ts approveAgent).
+    // the form again finishes it (approvals/decide.ts approveAgent).
     const after = await approveAgent(deps, decision.agentId, { userId: person.personId, by: { actor: 'person', via: 'approval_page' } });
     return { snapshot: after, approved: after.grants.filter((g) => g.status === 'active'), notApproved: [] };
   }

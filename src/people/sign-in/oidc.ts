@@ -7,7 +7,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import * as client from 'openid-client';
 import { classifyProviderError, describeError, SignInError } from './oidc-errors.ts';
-import { checkIssuer, safeReturnTo } from './oidc-urls.ts';
+import { z } from 'zod';
+import { checkIssuer, RETURN_TO_MAX_CHARS, safeReturnTo } from './urls.ts';
 
 export { SignInError, type SignInFailure } from './oidc-errors.ts';
 
@@ -20,14 +21,18 @@ export interface OidcSettings {
   timeoutMs: number; // every HTTP call to the provider is bounded by this
 }
 
-/** What the caller keeps (server-side, in the person's pre-sign-in session) between start and finish. */
-export interface PendingSignIn {
-  state: string;
-  nonce: string;
-  codeVerifier: string;
-  returnTo: string;
-  startedAtMs: number;
-}
+/**
+ * What the caller keeps between start and finish (the pages keep it in the sealed sign-in cookie,
+ * http/device/sign-in.ts, and check it against this schema when it comes back).
+ */
+export const pendingSignInSchema = z.object({
+  state: z.string().max(256),
+  nonce: z.string().max(256),
+  codeVerifier: z.string().max(256),
+  returnTo: z.string().max(RETURN_TO_MAX_CHARS),
+  startedAtMs: z.number(),
+});
+export type PendingSignIn = z.infer<typeof pendingSignInSchema>;
 
 /** The person, identified by issuer and subject (never by email). */
 export interface SignedInPerson {

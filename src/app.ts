@@ -1,6 +1,10 @@
-// The composition root: builds the Express app from explicit dependencies. Nothing here decides
-// anything; it wires http -> services -> (auth, domain, policy, operators, store, execution).
+// The composition root, written once for production (src/main.ts) and the tests
+// (test/support/server.ts): assembleService builds the whole service from config (store, audit
+// trail, catalog, rate limits, operator plugins, policy, sign-in, app), and buildApp wires the Express
+// app from those parts. Nothing here decides anything; it wires http -> services -> (auth, domain,
+// policy, operators, store, execution). Serving it (listening, signals, draining) is main.ts's.
 import express, { type Express } from 'express';
+import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail, type AuditTrail } from './audit/trail.ts';
 import { AgentAuthenticator } from './auth/agent-auth.ts';
 import { HostAuthenticator, type AuthSettings } from './auth/host-auth.ts';
 import { chooseEd25519Verifier } from './auth/ed25519-verify.ts';
@@ -8,7 +12,8 @@ import { AgentKeyCache } from './auth/key-cache.ts';
 import { KeyImporter } from './auth/keys.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { Catalog } from './catalog/catalog.ts';
+import { loadCatalog, type Catalog } from './catalog/catalog.ts';
+import { systemClock } from './clock.ts';
 import { createCapabilityRunner, type CapabilityRunner } from './execution/handlers.ts';
 import { adminRouter } from './http/admin.ts';
 import { accessLog } from './http/access.ts';
@@ -27,15 +32,19 @@ import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { keyCacheObserver } from './metrics/observers.ts';
 import type { OperatorRegistry } from './operators/registry.ts';
+import { startOperators, type Operators } from './operators/setup.ts';
 import type { PluginSandbox } from './operators/sandbox.ts';
 import { instrumentPolicy } from './policy/instrumented.ts';
+import { loadPolicyEngine } from './policy/engine.ts';
+import type { ReloadOutcome } from './policy/reloader.ts';
 import type { PolicyEngine } from './policy/types.ts';
-import type { RateLimits } from './ratelimit/limits.ts';
+import { createRateLimits, type RateLimits } from './ratelimit/limits.ts';
 import type { ServiceDeps } from './services/deps.ts';
 import { passkeySettingsFor } from './people/passkeys.ts';
 import { PersonSessions } from './people/sessions.ts';
-import type { OidcSignIn } from './people/sign-in/oidc.ts';
-import type { UserCodes } from './services/approvals/user-codes.ts';
+import { createOidcSignIn, type OidcSignIn } from './people/sign-in/oidc.ts';
+import { userCodesFor, type UserCodes } from './services/approvals/user-codes.ts';
+import { scheduleCleanup } from './services/cleanup.ts';
 import { redisCallDeadlineMs } from './deadline.ts';
 import { failClosedStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
@@ -149,4 +158,140 @@ export function buildApp(input: AppDependencies): App {
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
   return { app, deps, metrics };
+}
+
+/** Every call to the OpenID Connect provider (discovery, token, keys, user info) is bounded by this. */
+const OIDC_TIMEOUT_MS = 5000;
+
+/** What assembleService takes besides config; production passes only the logger and its metrics. */
+export interface AssemblyOptions {
+  logger: Logger;
+  /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
+  metrics?: Metrics;
+  /** Default: the system clock. Tests move a manual one, so lifetimes elapse without sleeping. */
+  clock?: Clock;
+  /** Default: the catalog CAPABILITIES_FILE names. Tests give definitions of their own. */
+  catalog?: Catalog;
+}
+
+/** An assembled agentgate: the app and the parts whoever serves it starts, reloads and stops. */
+export interface Service extends App {
+  store: Store;
+  catalog: Catalog;
+  policy: PolicyEngine;
+  operators: Operators;
+  /** The audit trail's writer and forwarder; close() flushes it. */
+  audit: AuditTrail;
+  oidc: OidcSignIn | undefined;
+  /** The start-up line's words for the store: which topology, where, and what a withdrawal waits for. */
+  storeDescription: string;
+  /** Reloads the policy artefact, recorded in the audit trail with what triggered it. */
+  reloadPolicy(trigger: 'SIGHUP' | 'admin'): Promise<ReloadOutcome>;
+  /** Re-imports the operator plugins, recorded likewise; refused sets keep the previous one serving. */
+  reloadOperators(trigger: 'SIGHUP' | 'admin'): Promise<string[]>;
+  /** Starts the periodic removal of what waited for approval too long; answers what stops it (close() does too). */
+  startCleanup(): () => void;
+  /** Stops the clean-up and the policy watcher, writes the queued audit events, then closes the plugins and the store. Never throws. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds one agentgate from its config, in start-up order: store, audit trail (it records from here
+ * on, reloads included), catalog, rate limits, then the operator plugins and the policy together
+ * (the plugin workers import on threads of their own while this thread compiles the policy), sign-in,
+ * and the app. Warnings about settings that leave something unusable are logged on the way.
+ */
+export async function assembleService(config: Config, options: AssemblyOptions): Promise<Service> {
+  const { logger } = options;
+  const metrics = options.metrics ?? createMetrics(config);
+  if (config.INSECURE_DEV_SIGN_IN) logger.warn('INSECURE_DEV_SIGN_IN is on: anyone can sign in to the approval page by typing a name and approve agents; for local use only');
+  if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
+  const { store, redisClient, described: storeDescription } = await openStore(config, logger, metrics);
+  const audit = startAuditTrail(config, store, logger);
+  const catalog = options.catalog ?? (await loadCatalog(config.CAPABILITIES_FILE));
+  const limits = createRateLimits(config, logger, redisClient, catalog.list(), metrics);
+  // No in-process operator: plugin operators are answered per decision from the sandbox's results.
+  const [plugins, engine] = await Promise.all([
+    startOperators(
+      { pluginsDir: config.PLUGINS_DIR, budgetMs: config.PLUGIN_BUDGET_MS, workers: config.PLUGIN_WORKERS, queueMax: config.PLUGIN_QUEUE_MAX, tripSeconds: config.PLUGIN_TRIP_SECONDS },
+      logger,
+      metrics,
+    ),
+    loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH, memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES }),
+  ]);
+  const operators = plugins.registry;
+  logger.info('constraint operators', { operators: operators.names() });
+  const reloadOperators = auditedOperatorReload(audit.log, async () => {
+    const names = await plugins.reload();
+    logger.info('operator plugins reloaded', { operators: names });
+    return names;
+  });
+  const reloader = new AuditedPolicyReloader({ engine, logger, audit: audit.log, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
+  if (config.POLICY_WATCH) reloader.start();
+  const userCodes = await userCodesFor(config.USER_CODE_KEY, store, (message) => logger.warn(message));
+  const oidc = config.OIDC_ISSUER && config.OIDC_CLIENT_ID
+    ? await createOidcSignIn({
+      issuer: config.OIDC_ISSUER, clientId: config.OIDC_CLIENT_ID, ...(config.OIDC_CLIENT_SECRET ? { clientSecret: config.OIDC_CLIENT_SECRET } : {}),
+      redirectUri: `${config.issuer}/signin/callback`, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: OIDC_TIMEOUT_MS,
+    })
+    : undefined;
+  if (!passkeySettingsFor(config.issuer, config.PROVIDER_NAME) && catalog.list().some((c) => c.approval_strength === 'presence')) {
+    logger.warn('ISSUER is an IP address, which cannot be a passkey relying party: capabilities marked approval_strength "presence" cannot be approved on the page (use a host name, e.g. http://localhost:3000)');
+  }
+  if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
+  const built = buildApp({
+    config, store, clock: options.clock ?? systemClock, policy: engine, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits, metrics,
+    reloadPolicy: () => reloader.reload('admin'),
+    reloadOperators: () => reloadOperators('admin'),
+    audit: audit.log,
+  });
+  let stopCleanup = (): void => {};
+  return {
+    ...built, store, catalog, policy: engine, operators: plugins, audit, oidc, storeDescription,
+    reloadPolicy: (trigger) => reloader.reload(trigger),
+    reloadOperators,
+    startCleanup() {
+      stopCleanup();
+      stopCleanup = scheduleCleanup(built.deps, config.CLEANUP_INTERVAL_SECONDS * 1000, config.PENDING_MAX_AGE_SECONDS * 1000, logger);
+      return stopCleanup;
+    },
+    async close() {
+      stopCleanup();
+      reloader.stop();
+      // The audit queue is written while the store is still open (audit.close never throws).
+      await audit.close();
+      await Promise.allSettled([store.close(), plugins.close()]);
+    },
+  };
+}
+
+/**
+ * The store, the Redis client the rate limiter shares with it (none for the memory store), and the
+ * words the start-up line uses for it. Each store's module is imported only when it is the one
+ * configured, so a memory-store start never loads the Redis client.
+ */
+async function openStore(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: Store; redisClient?: unknown; described: string }> {
+  if (!config.redis) {
+    const { MemoryStore } = await import('./store/memory/memory-store.ts');
+    logger.warn('no Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the in-memory store; nothing survives a restart and instances share nothing');
+    // A failing invalidation listener is reported, as the Redis store reports its own.
+    const store = new MemoryStore({ onListenerError: (err) => logger.warn('a key-cache invalidation listener failed', { error: err.message }) });
+    return { store, described: 'memory (nothing survives a restart)' };
+  }
+  const { createRedisStore } = await import('./store/redis/redis-store.ts');
+  const { redisStoreOptions } = await import('./store/redis/from-config.ts');
+  const store = await createRedisStore({
+    ...redisStoreOptions(config.redis, config),
+    // Reconnection is automatic; operators still need to see that Redis went away.
+    onConnectionError: (err) => {
+      metrics.redisConnectionError();
+      logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message });
+    },
+  });
+  const durability = store.durability();
+  logger.info('using Redis', { topology: config.redis.kind, target: store.target, keyPrefix: config.REDIS_KEY_PREFIX, withdrawalsWaitFor: durability });
+  if (durability.startsWith('no replica')) {
+    logger.warn('no Redis replica to wait for: a failover could undo an acknowledged revocation; add replicas (DESIGN §10) or set REDIS_WAIT_REPLICAS=0 to say this is intended');
+  }
+  return { store, redisClient: store.connection, described: `redis ${config.redis.kind} (${store.target}, prefix ${config.REDIS_KEY_PREFIX}; withdrawals wait for ${durability})` };
 }

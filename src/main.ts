@@ -1,6 +1,7 @@
-// Start-up: compile cache -> config -> logger and process guards -> store -> catalog -> rate limits ->
-// operator plugins (registry and sandbox) with the policy -> app -> listen; then signals, SIGHUP
-// reloads and a graceful drain. A cluster primary stops after the logger: it forks the workers.
+// Start-up: compile cache -> config -> logger -> process guards and signals -> the service,
+// assembled from config by src/app.ts (store, audit trail, catalog, rate limits, operator plugins
+// with the policy, sign-in, app) -> listen; then SIGHUP reloads and a graceful drain. A cluster
+// primary stops after the logger: it forks the workers.
 //
 // Only Node's own modules are imported statically. Everything else is imported once the compile
 // cache is on, so that Node keeps the type-stripped and compiled code of the whole module graph on
@@ -16,11 +17,6 @@ import { fileURLToPath } from 'node:url';
 import type { Config } from './config.ts';
 import type { RenderMetrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
-import type { Metrics } from './metrics/metrics.ts';
-import type { Store } from './store/store.ts';
-
-/** Every call to the OpenID Connect provider (discovery, token, keys, user info) is bounded by this. */
-const OIDC_TIMEOUT_MS = 5000;
 
 /**
  * Turns on Node's on-disk compile cache for this process, its plugin worker threads and its cluster
@@ -36,36 +32,6 @@ function enableCompileCache(): void {
   const result = nodeModule.enableCompileCache(fileURLToPath(new URL('../node_modules/.cache/agentgate-compile/', import.meta.url)));
   // Worker threads and forked workers inherit the environment, and with it the cache.
   if (result.directory) process.env.NODE_COMPILE_CACHE = result.directory;
-}
-
-/**
- * The store, the Redis client the rate limiter shares with it (none for the memory store), and the
- * words the start-up line uses for it: which topology, where, and what a withdrawal waits for.
- */
-async function openStore(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: Store; redisClient?: unknown; described: string }> {
-  if (!config.redis) {
-    const { MemoryStore } = await import('./store/memory/memory-store.ts');
-    logger.warn('no Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the in-memory store; nothing survives a restart and instances share nothing');
-    // A failing invalidation listener is reported, as the Redis store reports its own.
-    const store = new MemoryStore({ onListenerError: (err) => logger.warn('a key-cache invalidation listener failed', { error: err.message }) });
-    return { store, described: 'memory (nothing survives a restart)' };
-  }
-  const { createRedisStore } = await import('./store/redis/redis-store.ts');
-  const { redisStoreOptions } = await import('./store/redis/from-config.ts');
-  const store = await createRedisStore({
-    ...redisStoreOptions(config.redis, config),
-    // Reconnection is automatic; operators still need to see that Redis went away.
-    onConnectionError: (err) => {
-      metrics.redisConnectionError();
-      logger.warn('Redis connection error; requests needing it are refused with 503', { error: err.message });
-    },
-  });
-  const durability = store.durability();
-  logger.info('using Redis', { topology: config.redis.kind, target: store.target, keyPrefix: config.REDIS_KEY_PREFIX, withdrawalsWaitFor: durability });
-  if (durability.startsWith('no replica')) {
-    logger.warn('no Redis replica to wait for: a failover could undo an acknowledged revocation; add replicas (DESIGN §10) or set REDIS_WAIT_REPLICAS=0 to say this is intended');
-  }
-  return { store, redisClient: store.connection, described: `redis ${config.redis.kind} (${store.target}, prefix ${config.REDIS_KEY_PREFIX}; withdrawals wait for ${durability})` };
 }
 
 async function main(): Promise<void> {
@@ -95,22 +61,16 @@ async function main(): Promise<void> {
   await serve(config, logger);
 }
 
-/** One agentgate server (a worker, in cluster mode), from its store to the listening port. */
+/**
+ * One agentgate server (a worker, in cluster mode): the service assembled from config (src/app.ts
+ * assembleService, as the tests assemble it), then what only a process does: its guards and
+ * signals, SIGHUP reloads, the metrics port, listening, the clean-up job and a graceful drain.
+ */
 async function serve(config: Config, logger: Logger): Promise<void> {
-  const { buildApp } = await import('./app.ts');
-  const { systemClock } = await import('./clock.ts');
-  const { loadCatalog } = await import('./catalog/catalog.ts');
+  const { assembleService } = await import('./app.ts');
   const { createHttpServer, drain } = await import('./http/server.ts');
   const { answerClusterScrapes, createMetrics } = await import('./metrics/metrics.ts');
-  const { startOperators } = await import('./operators/setup.ts');
-  const { createOidcSignIn } = await import('./people/sign-in/oidc.ts');
   const { installProcessGuards } = await import('./process-guards.ts');
-  const { passkeySettingsFor } = await import('./people/passkeys.ts');
-  const { scheduleCleanup } = await import('./services/cleanup.ts');
-  const { userCodesFor } = await import('./services/approvals/user-codes.ts');
-  const { createRateLimits } = await import('./ratelimit/limits.ts');
-  const { loadPolicyEngine } = await import('./policy/engine.ts');
-  const { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail } = await import('./audit/trail.ts');
   // Off (records nothing) unless METRICS_TOKEN or METRICS_PORT is set.
   const metrics = createMetrics(config);
   if (cluster.isWorker) answerClusterScrapes(metrics);
@@ -121,66 +81,21 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   let stop = (_reason: string, exitCode: number): void => process.exit(exitCode);
   installProcessGuards(logger, () => stop('uncaughtException', 1));
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stop(signal, 0));
-  if (config.INSECURE_DEV_SIGN_IN) logger.warn('INSECURE_DEV_SIGN_IN is on: anyone can sign in to the approval page by typing a name and approve agents; for local use only');
-  if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
-  const { store, redisClient, described: storeDescription } = await openStore(config, logger, metrics);
-  // The audit trail records from here on (reloads included); shutdown flushes it before the store closes.
-  const audit = startAuditTrail(config, store, logger);
-  const catalog = await loadCatalog(config.CAPABILITIES_FILE);
-  const limits = createRateLimits(config, logger, redisClient, catalog.list(), metrics);
-  // The plugin workers import the plugins on threads of their own while this thread compiles the
-  // policy. No in-process operator: plugin operators are answered per decision from the sandbox's results.
-  const [plugins, policy] = await Promise.all([
-    startOperators(
-      { pluginsDir: config.PLUGINS_DIR, budgetMs: config.PLUGIN_BUDGET_MS, workers: config.PLUGIN_WORKERS, queueMax: config.PLUGIN_QUEUE_MAX, tripSeconds: config.PLUGIN_TRIP_SECONDS },
-      logger,
-      metrics,
-    ),
-    loadPolicyEngine({
-      wasmPath: config.POLICY_WASM_PATH,
-      goldenPath: config.POLICY_GOLDEN_PATH,
-      memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES,
-    }),
-  ]);
-  const operators = plugins.registry;
-  logger.info('constraint operators', { operators: operators.names() });
-  // Each reload, accepted or refused, is recorded in the audit trail with what triggered it.
-  const reloadOperators = auditedOperatorReload(audit.log, async () => {
-    const names = await plugins.reload();
-    logger.info('operator plugins reloaded', { operators: names });
-    return names;
-  });
-  const reloader = new AuditedPolicyReloader({ engine: policy, logger, audit: audit.log, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
-  if (config.POLICY_WATCH) reloader.start();
+  const service = await assembleService(config, { logger, metrics });
+  const { policy, oidc } = service;
+  const operators = service.operators.registry;
   process.on('SIGHUP', () => {
-    void reloader.reload('SIGHUP');
-    reloadOperators('SIGHUP').catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
-  });
-  const userCodes = await userCodesFor(config.USER_CODE_KEY, store, (message) => logger.warn(message));
-  const oidc = config.OIDC_ISSUER && config.OIDC_CLIENT_ID
-    ? await createOidcSignIn({
-      issuer: config.OIDC_ISSUER, clientId: config.OIDC_CLIENT_ID, ...(config.OIDC_CLIENT_SECRET ? { clientSecret: config.OIDC_CLIENT_SECRET } : {}),
-      redirectUri: `${config.issuer}/signin/callback`, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: OIDC_TIMEOUT_MS,
-    })
-    : undefined;
-  if (!passkeySettingsFor(config.issuer, config.PROVIDER_NAME) && catalog.list().some((c) => c.approval_strength === 'presence')) {
-    logger.warn('ISSUER is an IP address, which cannot be a passkey relying party: capabilities marked approval_strength "presence" cannot be approved on the page (use a host name, e.g. http://localhost:3000)');
-  }
-  if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
-  const { app, deps } = buildApp({ config, store, clock: systemClock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits,
-    reloadPolicy: () => reloader.reload('admin'),
-    reloadOperators: () => reloadOperators('admin'),
-    audit: audit.log,
-    metrics,
+    void service.reloadPolicy('SIGHUP');
+    service.reloadOperators('SIGHUP').catch((err: unknown) => logger.error('operator plugins refused on SIGHUP; the previous set keeps serving', { err }));
   });
   // A worker's metrics are served by the primary (it asks each worker over IPC).
   const metricsServer = config.METRICS_PORT !== undefined && !cluster.isWorker ? await listenForMetrics(config, () => metrics.render(), logger) : undefined;
 
   // Header, request and keep-alive timeouts and the connection caps come from config (SECURITY.md).
-  const server: Server = createHttpServer(config, app);
+  const server: Server = createHttpServer(config, service.app);
+  const stopCleanup = service.startCleanup();
   // A port in use (EADDRINUSE) or not ours to bind (EACCES) ends the process at once: exiting is
   // what makes the failure visible, and the Redis connection and plugin workers die with it.
-  const stopCleanup = scheduleCleanup(deps, config.CLEANUP_INTERVAL_SECONDS * 1000, config.PENDING_MAX_AGE_SECONDS * 1000, logger);
   server.on('error', (err: NodeJS.ErrnoException) => {
     logger.error('cannot listen; exiting', { host: config.HOST, port: config.PORT, code: err.code, error: err.message });
     process.exit(1);
@@ -190,7 +105,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     logger.info('agentgate listening', {
       // Every line carries the process id already (src/logger.ts).
       host: config.HOST, port: config.PORT, issuer: config.issuer,
-      store: storeDescription,
+      store: service.storeDescription,
       policy: { sha256: policy.info().sha256, path: config.POLICY_WASM_PATH, watched: config.POLICY_WATCH },
       operators: { builtin: operators.names().filter((n) => !operators.isPlugin(n)), plugins: operators.names().filter((n) => operators.isPlugin(n)), dir: config.PLUGINS_DIR },
       approvalMethods: ['device_authorization'],
@@ -215,9 +130,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     force.unref();
     stopCleanup();
     Promise.all([drain(server), metricsServer ? drain(metricsServer) : undefined])
-      // The audit queue is written while the store is still open (audit.close never throws).
-      .then(() => audit.close())
-      .then(() => Promise.allSettled([store.close(), plugins.close()]))
+      .then(() => service.close())
       .finally(() => {
         logger.info('stopped', { reason, exitCode });
         process.exit(exitCode);

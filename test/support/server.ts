@@ -1,23 +1,19 @@
-// A real agentgate HTTP server on loopback for integration tests: real store (memory or Redis),
-// real compiled policy, real catalog, and a manual clock so lifetimes move without sleeping.
-import { createServer, type Server } from 'node:http';
+// A real agentgate HTTP server on loopback for integration tests, assembled by the same function
+// as production (src/app.ts assembleService) and served by the same HTTP server (src/http/server.ts
+// createHttpServer, with its limits and timeouts): real store (memory, or Redis in the topology the
+// test's env names), real compiled policy, real catalog, real plugin sandbox. What differs is only
+// what a test chooses through settings, a manual clock so lifetimes move without sleeping, and
+// catalog definitions a test may give of its own.
 import type { AddressInfo } from 'node:net';
-import { buildApp, type App } from '../../src/app.ts';
+import type { Cluster } from 'ioredis';
+import { assembleService, type Service } from '../../src/app.ts';
+import { buildCatalog, catalogFileSchema, type Catalog } from '../../src/catalog/catalog.ts';
 import { ManualClock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
-import { buildCatalog, catalogFileSchema, loadCatalog, type Catalog } from '../../src/catalog/catalog.ts';
+import type { AuditTrail } from '../../src/audit/trail.ts';
+import { createHttpServer } from '../../src/http/server.ts';
 import { silentLogger, type Logger } from '../../src/logger.ts';
-import { createMetrics } from '../../src/metrics/metrics.ts';
-import { startOperators } from '../../src/operators/setup.ts';
-import { userCodesFor } from '../../src/services/approvals/user-codes.ts';
-import { createOidcSignIn } from '../../src/people/sign-in/oidc.ts';
-import { createRateLimits } from '../../src/ratelimit/limits.ts';
-import { loadPolicyEngine } from '../../src/policy/engine.ts';
-import { AuditedPolicyReloader, auditedOperatorReload, startAuditTrail, type AuditTrail } from '../../src/audit/trail.ts';
-import { MemoryStore } from '../../src/store/memory/memory-store.ts';
-import { createRedisStore } from '../../src/store/redis/redis-store.ts';
-import { redisStoreOptions } from '../../src/store/redis/from-config.ts';
-import type { Cluster } from 'ioredis';
+import type { RedisStore } from '../../src/store/redis/redis-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { SERVICE_POLICY } from './policies.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from './redis.ts';
@@ -53,7 +49,8 @@ export interface TestServer {
   baseUrl: string;
   config: Config;
   clock: ManualClock;
-  app: App;
+  /** The assembled service: its app, the services' dependencies and its metrics. */
+  app: Service;
   store: Store;
   catalog: Catalog;
   /** The audit trail's writer and forwarder (closed, so flushed, by close()). */
@@ -61,14 +58,12 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** Redis settings name a topology; a test that gives none on the Redis store gets one Redis. */
+const REDIS_TOPOLOGY_SETTINGS = ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'];
+
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
-  const server: Server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
   const prefix = options.redisPrefix ?? uniquePrefix('http');
-  const config = loadConfig({
-    PORT: String(port),
-    ISSUER: `http://${options.issuerHost ?? '127.0.0.1'}:${port}`,
+  const env: Record<string, string> = {
     ADMIN_TOKEN,
     INSECURE_TEST_HOOKS: 'true',
     LOG_LEVEL: 'silent',
@@ -84,75 +79,58 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     // artefact, so a security team's change to policies/ cannot break them (test/support/policies.ts).
     POLICY_WASM_PATH: SERVICE_POLICY.wasmPath,
     POLICY_GOLDEN_PATH: SERVICE_POLICY.goldenPath,
+    // A test reloads the policy when it means to (the reload tests turn watching on themselves).
+    POLICY_WATCH: 'false',
+    ...(options.pluginsDir ? { PLUGINS_DIR: options.pluginsDir } : {}),
     ...options.env,
+  };
+  const namesTopology = REDIS_TOPOLOGY_SETTINGS.some((name) => env[name] !== undefined);
+  if (options.store === 'redis' && !namesTopology) env.REDIS_URL = options.redisUrl ?? (await redisUrlForTests());
+  if (options.store !== 'redis' && namesTopology) throw new Error('a Redis topology was set for a test server on the memory store: pass store: "redis"');
+  // The issuer names the port, which is known once the server listens: it listens first, with the
+  // connection limits and timeouts of the same settings, and hands requests to the app once built.
+  let service: Service | undefined;
+  const server = createHttpServer(loadConfig(env), (req, res) => {
+    if (service) service.app(req, res);
+    else res.writeHead(503).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const baseUrl = `http://${options.issuerHost ?? '127.0.0.1'}:${port}`;
+  const provider = options.oidc ? await options.oidc(`${baseUrl}/signin/callback`) : undefined;
+  // A test's own ISSUER (an https name, say) stands; requests still go to the loopback address.
+  const config = loadConfig({
+    PORT: String(port),
+    ISSUER: baseUrl,
+    ...env,
+    ...(provider ? { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: provider.clientId, ...(provider.clientSecret ? { OIDC_CLIENT_SECRET: provider.clientSecret } : {}) } : {}),
   });
   const clock = new ManualClock(Date.now());
-  const logger = options.logger ?? silentLogger;
-  // Off unless the test's env sets METRICS_TOKEN or METRICS_PORT, as in production.
-  const metrics = createMetrics(config);
-  let store: Store;
-  let redisClient: unknown;
-  let cleanupStore: () => Promise<void>;
-  if (options.store === 'redis') {
-    // A topology the test's env names (REDIS_CLUSTER_NODES, REDIS_SENTINELS), or one Redis.
-    const topology = config.redis ?? { kind: 'single' as const, url: options.redisUrl ?? (await redisUrlForTests()), tls: false };
-    const redisStore = await createRedisStore({ ...redisStoreOptions(topology, config), onConnectionError: () => metrics.redisConnectionError() });
-    store = redisStore;
-    redisClient = redisStore.connection;
-    // Each master holds its own slots' keys; a Sentinel set's servers are the test's own throwaways.
-    const urls = topology.kind === 'single'
-      ? [topology.url]
-      : topology.kind === 'cluster' ? (redisStore.connection as Cluster).nodes('master').map((node) => `redis://${node.options.host}:${node.options.port}`) : [];
-    cleanupStore = async () => {
-      await store.close();
-      await Promise.all(urls.map((url) => deletePrefix(url, config.REDIS_KEY_PREFIX)));
-    };
-  } else {
-    store = new MemoryStore();
-    cleanupStore = () => store.close();
-  }
-  const catalog = options.capabilities
-    ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities)
-    : await loadCatalog(config.CAPABILITIES_FILE);
-  const plugins = await startOperators({
-    pluginsDir: options.pluginsDir ?? config.PLUGINS_DIR,
-    budgetMs: config.PLUGIN_BUDGET_MS,
-    workers: config.PLUGIN_WORKERS,
-    queueMax: config.PLUGIN_QUEUE_MAX,
-    tripSeconds: config.PLUGIN_TRIP_SECONDS,
-  }, logger, metrics);
-  const operators = plugins.registry;
-  const policy = await loadPolicyEngine({ wasmPath: config.POLICY_WASM_PATH, goldenPath: config.POLICY_GOLDEN_PATH });
-  const audit = startAuditTrail(config, store, logger);
-  const reloader = new AuditedPolicyReloader({ engine: policy, logger, audit: audit.log, watchPaths: [config.POLICY_WASM_PATH] });
-  const limits = createRateLimits(config, logger, redisClient, catalog.list(), metrics);
-  const userCodes = await userCodesFor(config.USER_CODE_KEY, store, () => {});
-  const redirectUri = `http://${options.issuerHost ?? '127.0.0.1'}:${port}/signin/callback`;
-  const provider = options.oidc ? await options.oidc(redirectUri) : undefined;
-  const oidc = provider
-    ? await createOidcSignIn({ ...provider, redirectUri, freshSeconds: config.SIGN_IN_FRESH_SECONDS, timeoutMs: 5000 })
-    : undefined;
-  const app = buildApp({
-    config, store, clock, policy, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits, metrics,
-    reloadOperators: () => auditedOperatorReload(audit.log, () => plugins.reload())('admin'),
-    audit: audit.log,
-    reloadPolicy: () => reloader.reload('admin'),
-  });
-  server.on('request', app.app);
+  const catalog = options.capabilities ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities) : undefined;
+  service = await assembleService(config, { logger: options.logger ?? silentLogger, clock, ...(catalog ? { catalog } : {}) });
+  const { store } = service;
+  // Each master holds its own slots' keys; a Sentinel set's servers are the test's own throwaways.
+  const redisUrls = (): string[] => {
+    if (!config.redis) return [];
+    if (config.redis.kind === 'single') return [config.redis.url];
+    if (config.redis.kind === 'sentinel') return [];
+    return ((store as RedisStore).connection as Cluster).nodes('master').map((node) => `redis://${node.options.host}:${node.options.port}`);
+  };
+  const running = service;
   return {
-    baseUrl: `http://${options.issuerHost ?? '127.0.0.1'}:${port}`,
+    baseUrl,
     config,
     clock,
-    app,
+    app: running,
     store,
-    catalog,
-    audit,
+    catalog: running.catalog,
+    audit: running.audit,
     async close() {
+      const urls = redisUrls();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await plugins.close();
-      await audit.close();
-      await cleanupStore();
+      await running.close();
+      await Promise.all(urls.map((url) => deletePrefix(url, config.REDIS_KEY_PREFIX)));
     },
   };
 }

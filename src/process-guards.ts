@@ -8,7 +8,7 @@
 //   in-flight requests get up to SHUTDOWN_TIMEOUT_MS to finish, and the process exits with status 1 for its
 //   supervisor (systemd, Kubernetes, compose's restart policy) to start a fresh one.
 import { LogThrottle, type Logger } from './logger.ts';
-import { describeThrown } from './operators/outcome.ts';
+import { describeThrown } from './common/thrown.ts';
 
 export function installProcessGuards(logger: Logger, stopAfterFatal: () => void): void {
   const rejections = new LogThrottle(10_000);

@@ -3,6 +3,7 @@
 // disagree. A plugin is trusted code written by a platform team, but it can still be wrong: it can
 // throw, answer "yes", or be async and answer a promise. None of these may allow a call, and none
 // may escape: a rejected promise nobody handles would end the process.
+import { describeThrown } from '../common/thrown.ts';
 
 /** What one evaluation produced. Only `allowed` admits the argument. */
 export type OperatorOutcome =
@@ -71,15 +72,5 @@ function swallowRejection(thenable: unknown): void {
   } catch {
     // Promise.resolve reads `constructor`, which a hostile object could make throw; then there is
     // no promise to handle, and the answer is refused anyway.
-  }
-}
-
-/** A short description of anything thrown, without trusting its getters. */
-export function describeThrown(error: unknown): string {
-  try {
-    if (error instanceof Error) return `${error.name}: ${error.message}`.slice(0, 500);
-    return String(error).slice(0, 500);
-  } catch {
-    return 'an unprintable value';
   }
 }

@@ -3,7 +3,8 @@
 // stopped: the main thread terminates this thread when a batch runs past its budget, which no
 // code can do to synchronous JavaScript running on the event loop itself.
 import { parentPort, workerData } from 'node:worker_threads';
-import { describeThrown, runOperator, type OperatorOutcome } from './outcome.ts';
+import { describeThrown } from '../common/thrown.ts';
+import { runOperator, type OperatorOutcome } from './outcome.ts';
 
 export interface WorkerModule {
   name: string;

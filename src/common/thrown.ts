@@ -1,0 +1,12 @@
+// Describing a thrown value for a log line or a message between threads. Anything can be thrown,
+// including objects whose getters throw in turn (a plugin's, say), so nothing of it is trusted.
+
+/** A short description of anything thrown, without trusting its getters. */
+export function describeThrown(error: unknown): string {
+  try {
+    if (error instanceof Error) return `${error.name}: ${error.message}`.slice(0, 500);
+    return String(error).slice(0, 500);
+  } catch {
+    return 'an unprintable value';
+  }
+}

@@ -39,6 +39,7 @@ import { loadPolicyEngine } from './policy/engine.ts';
 import type { ReloadOutcome } from './policy/reloader.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import { createRateLimits, type RateLimits } from './ratelimit/limits.ts';
+import { callerBudgets } from './services/budgets.ts';
 import type { ServiceDeps } from './services/deps.ts';
 import { passkeySettingsFor } from './people/passkeys.ts';
 import { PersonSessions } from './people/sessions.ts';
@@ -107,6 +108,7 @@ export function buildApp(input: AppDependencies): App {
   metrics.observe({ policy: input.policy, store, logger });
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
   input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
+  const budgets = callerBudgets(input.limits);
   const deps: ServiceDeps = {
     config,
     store,
@@ -122,8 +124,8 @@ export function buildApp(input: AppDependencies): App {
     limits: input.limits,
     ...(input.reloadPolicy ? { reloadPolicy: input.reloadPolicy } : {}),
     ...(input.reloadOperators ? { reloadOperators: input.reloadOperators } : {}),
-    hostAuth: new HostAuthenticator({ store, clock, settings, limits: input.limits, importer }),
-    agentAuth: new AgentAuthenticator({ store, clock, settings, keys, limits: input.limits }),
+    hostAuth: new HostAuthenticator({ store, clock, settings, budgets, importer }),
+    agentAuth: new AgentAuthenticator({ store, clock, settings, keys, budgets }),
     runCapability: input.runCapability ?? createCapabilityRunner({ maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES }),
   };
 
@@ -141,7 +143,7 @@ export function buildApp(input: AppDependencies): App {
   // The capability routes first: execute is the hot path, and every router a request passes
   // through before its own costs it a round of path matching.
   app.use(capabilityRouter(deps));
-  app.use(discoveryRouter(config, input.limits, input.operators));
+  app.use(discoveryRouter(deps));
   app.use(healthRouter(deps));
   app.use(openApiRouter(config));
   app.use(agentRouter(deps));

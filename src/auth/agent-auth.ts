@@ -4,7 +4,7 @@
 import type { Clock } from '../clock.ts';
 import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { RateLimits } from '../ratelimit/limits.ts';
+import type { CallerBudgets } from './budgets.ts';
 import { noteAgent } from '../request-context.ts';
 import type { Store } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
@@ -23,10 +23,10 @@ export class AgentAuthenticator {
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
   private readonly keys: AgentKeyCache;
-  private readonly limits: RateLimits;
+  private readonly budgets: CallerBudgets;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; keys: AgentKeyCache; limits: RateLimits }) {
-    this.limits = deps.limits;
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; keys: AgentKeyCache; budgets: CallerBudgets }) {
+    this.budgets = deps.budgets;
     this.store = deps.store;
     this.clock = deps.clock;
     this.settings = deps.settings;
@@ -67,10 +67,7 @@ export class AgentAuthenticator {
       if (!(await this.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
         throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
       }
-      // Both budgets, as execute spends them: a host's agents share its budget for everything they
-      // do, so a host of many agents cannot multiply what one agent may cost (in requests or in
-      // audit events).
-      await Promise.all([this.limits.consume('agent', agentId), this.limits.consume('host', agent.hostId)]);
+      await this.budgets.agent(agentId, agent.hostId);
     }
     return { snapshot, claims: decoded.claims, capabilityClaim };
   }

@@ -4,7 +4,7 @@ import type { Clock } from '../clock.ts';
 import { hostRefusal } from '../domain/lifecycle.ts';
 import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { RateLimits } from '../ratelimit/limits.ts';
+import type { CallerBudgets } from './budgets.ts';
 import { noteHost } from '../request-context.ts';
 import type { Store } from '../store/store.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
@@ -49,15 +49,15 @@ export class HostAuthenticator {
   private readonly store: Store;
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
-  private readonly limits: RateLimits;
+  private readonly budgets: CallerBudgets;
   private readonly importer: KeyImporter;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; limits: RateLimits; importer: KeyImporter }) {
+  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; budgets: CallerBudgets; importer: KeyImporter }) {
     this.importer = deps.importer;
     this.store = deps.store;
     this.clock = deps.clock;
     this.settings = deps.settings;
-    this.limits = deps.limits;
+    this.budgets = deps.budgets;
   }
 
   async verify(token: string | null, options: HostAuthOptions): Promise<VerifiedHost> {
@@ -84,7 +84,7 @@ export class HostAuthenticator {
       throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
     }
     if (host) {
-      await this.limits.consume(options.limit ?? 'host', host.id);
+      await this.budgets.host(host.id, options.limit ?? 'host');
       const refusal = host.status === 'revoked' && options.allowRevoked === true ? null : hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
     }

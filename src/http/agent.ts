@@ -3,6 +3,7 @@
 import { Router } from 'express';
 import { requireIntrospectionToken } from '../auth/operator-tokens.ts';
 import * as agents from '../services/agents.ts';
+import { spendAddressBudget } from '../services/budgets.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { introspectToken } from '../services/introspect.ts';
 import { registerAgent } from '../services/registration.ts';
@@ -93,7 +94,7 @@ export function agentRouter(deps: ServiceDeps): Router {
 
   // Protocol §4.12: server-to-server; a bearer token proves the caller is a resource server.
   router.post('/agent/introspect', async (req, res) => {
-    await deps.limits.consume('ip', req.ip ?? 'unknown');
+    await spendAddressBudget(deps, req.ip);
     requireIntrospectionToken(tokenOf(req), { introspection: deps.config.INTROSPECTION_TOKEN, admin: deps.config.ADMIN_TOKEN });
     const body = parseWith(introspectBodySchema, req.body, 'body');
     const result = await introspectToken(deps, body.token);

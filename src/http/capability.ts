@@ -2,6 +2,7 @@
 import { Router } from 'express';
 import { describeCapability, grantStatus, listCapabilities, resolveViewer } from '../services/capabilities.ts';
 import { executeBatch } from '../services/batch-execute.ts';
+import { spendAddressBudget } from '../services/budgets.ts';
 import type { ServiceDeps } from '../services/deps.ts';
 import { executeCapability } from '../services/execute.ts';
 import { parseWith, tokenOf } from './parse.ts';
@@ -11,7 +12,7 @@ export function capabilityRouter(deps: ServiceDeps): Router {
   const router = Router();
   // Anonymous listing and describe spend the caller address's budget (protocol §11.5).
   router.get(['/capability/list', '/capability/describe'], async (req, _res, next) => {
-    if (!req.headers.authorization) await deps.limits.consume('ip', req.ip ?? 'unknown');
+    if (!req.headers.authorization) await spendAddressBudget(deps, req.ip);
     next();
   });
 

@@ -1,8 +1,8 @@
 // Protocol §2: the discovery document, unauthenticated and cacheable for an hour.
 import { Router } from 'express';
 import type { Config } from '../config.ts';
-import type { OperatorRegistry } from '../operators/registry.ts';
-import type { RateLimits } from '../ratelimit/limits.ts';
+import { spendAddressBudget } from '../services/budgets.ts';
+import type { ServiceDeps } from '../services/deps.ts';
 
 export const ENDPOINTS = {
   register: '/agent/register',
@@ -43,12 +43,13 @@ export function discoveryDocument(config: Config) {
  * extension member clients that do not know it ignore). Operators change when plugins are
  * reloaded, so the body is rebuilt when their list does, not on every request.
  */
-export function discoveryRouter(config: Config, limits: RateLimits, operators: Pick<OperatorRegistry, 'names'>): Router {
+export function discoveryRouter(deps: Pick<ServiceDeps, 'config' | 'limits' | 'operators'>): Router {
   const router = Router();
-  const document = discoveryDocument(config);
+  const { operators } = deps;
+  const document = discoveryDocument(deps.config);
   let cached = { key: '', body: '' };
   router.get('/.well-known/agent-configuration', async (req, res) => {
-    await limits.consume('ip', req.ip ?? 'unknown');
+    await spendAddressBudget(deps, req.ip);
     const names = operators.names().sort();
     const key = names.join(',');
     if (cached.key !== key || cached.body === '') cached = { key, body: JSON.stringify({ ...document, constraint_operators: names }) };

@@ -20,6 +20,7 @@ import type { PublicJwk } from '../../src/domain/types.ts';
 import { ApiError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { LIMIT_NAMES, RateLimits, type LimitName } from '../../src/ratelimit/limits.ts';
+import { callerBudgets } from '../../src/services/budgets.ts';
 import { MemoryStore } from '../../src/store/memory/memory-store.ts';
 
 const SEED = 4_242_001;
@@ -81,8 +82,9 @@ beforeAll(async () => {
   const limits = new RateLimits(Object.fromEntries(LIMIT_NAMES.map((n) => [n, unlimited()])) as Record<LimitName, RateLimiterAbstract>, silentLogger);
   const importer = new KeyImporter(chooseEd25519Verifier('auto').verifier);
   const keys = new AgentKeyCache({ maxEntries: 100, ttlSeconds: 30, clock, importer });
-  agentAuth = new AgentAuthenticator({ store, clock, settings, keys, limits });
-  hostAuth = new HostAuthenticator({ store, clock, settings, limits, importer });
+  const budgets = callerBudgets(limits);
+  agentAuth = new AgentAuthenticator({ store, clock, settings, keys, budgets });
+  hostAuth = new HostAuthenticator({ store, clock, settings, budgets, importer });
 });
 
 // ---- what a refusal may be ------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 // The Store interface: everything agentgate keeps, behind operations whose atomicity is part of
-// the contract (DESIGN §3). Two implementations pass one contract suite
+// the contract (DESIGN §3). Store is the sum of seven role interfaces (hosts, agents, replay
+// records, the pending index, people, the audit trail, the backend itself), declared at the end of
+// this file; each implementation builds one object per role and compose.ts assembles them. Two
+// implementations pass one contract suite, a describe block per role
 // (test/integration/store.contract.ts): redis/ (ioredis + Lua) and memory/ (quick start, unit tests).
 import type {
   AgentRecord,
@@ -109,10 +112,14 @@ export interface AuditClaim {
   reclaimIdleMs: number;
 }
 
-export interface Store {
-  readonly kind: 'memory' | 'redis';
+// ---- the roles -------------------------------------------------------------------------------
+// Store is the sum of the roles below. Each is a group of operations over one kind of record (or,
+// for StoreBackend, over the backend itself), and each store implements each role with an object of
+// its own (memory/ and redis/ name them after the role); compose.ts assembles those objects into the
+// one Store the rest of the code sees. A caller that needs one role can say so by its type.
 
-  // ---- hosts -------------------------------------------------------------------------------
+/** Hosts: their records, the thumbprint index, and the set of agents registered under each. */
+export interface HostRecords {
   getHost(hostId: string): Promise<HostRecord | null>;
   findHostByThumbprint(thumbprint: string): Promise<HostRecord | null>;
   /** Creates the host unless one with the same thumbprint exists; then returns that one. */
@@ -137,8 +144,13 @@ export interface Store {
     next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
   ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'>;
   listHostAgentIds(hostId: string): Promise<string[]>;
+}
 
-  // ---- agents ------------------------------------------------------------------------------
+/**
+ * Agents: their records with grants and session, the (host, key) registration index, the pending
+ * slots they hold at their host, and the hot path's one round trip over all of it.
+ */
+export interface AgentRecords {
   getAgent(agentId: string): Promise<AgentSnapshot | null>;
   /** The agent registered under this host with this key thumbprint, if any. */
   findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null>;
@@ -174,8 +186,13 @@ export interface Store {
    * A stale key or replay writes nothing else.
    */
   executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult>;
+}
 
-  // ---- replay --------------------------------------------------------------------------------
+/**
+ * Things that may happen once: a JWT's jti, a status poll per window, a WebAuthn challenge. Each is
+ * remembered for a while and then forgotten; recording one again within that while answers false.
+ */
+export interface ReplayRecords {
   /**
    * Records an agent JWT's jti for ttlMs; false if it was already recorded (a replay). Shares its
    * keys with executeRoundTrip, so one jti is accepted once across every agent-JWT endpoint.
@@ -188,33 +205,20 @@ export interface Store {
    * last `windowMs` (the client polls faster than the approval's interval: RFC 8628 slow_down).
    */
   recordStatusPoll(agentId: string, windowMs: number): Promise<boolean>;
-
-  // ---- approvals ----------------------------------------------------------------------------
-  /** Lets the approval page find an agent by the lookup key of its open approval's user code, until `untilMs`. */
-  indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void>;
-  /** The agent an approval's user code was indexed for, or null (never indexed, or expired). */
-  findAgentIdByUserCode(lookupKey: string): Promise<string | null>;
-  /**
-   * A random secret shared by every instance on this store, created by the first to ask (base64url,
-   * 32 bytes). For keys that must agree across instances when no key is configured.
-   */
-  sharedSecret(name: string): Promise<string>;
-
   /**
    * Uses up a WebAuthn challenge (by a hash of it, never the challenge itself) for `ttlMs`: true
    * the first time, false on every later call, atomically, so two requests carrying one ceremony's
    * answer cannot both pass (a session's copy of the challenge is only a copy).
    */
   useChallenge(challengeKey: string, ttlMs: number): Promise<boolean>;
+}
 
-  // ---- people's sessions ----------------------------------------------------------------------
-  /** Stores a session's JSON under its key (a hash of the cookie's id, never the id itself) for ttlMs. */
-  saveSession(key: string, json: string, ttlMs: number): Promise<void>;
-  /** The session's JSON, or null when it never existed or expired. */
-  loadSession(key: string): Promise<string | null>;
-  deleteSession(key: string): Promise<void>;
-
-  // ---- clean-up of what waited too long ----------------------------------------------------------
+/**
+ * What waits for a decision: the clean-up job's lists of agents, hosts and approvals waiting too
+ * long (and the removal of what waited too long), and the approval page's index of open approvals
+ * by user code.
+ */
+export interface PendingIndex {
   /**
    * Remembers, for the clean-up job, that an agent or host waits for approval since `atMs` (its
    * creation), or that an agent's open approval (kind 'approval', id: the agent's) lapses at `atMs`.
@@ -234,7 +238,15 @@ export interface Store {
   /** Deletes a host that is still pending, was created before `createdBeforeMs` and has no agents left. */
   removeStalePendingHost(hostId: string, createdBeforeMs: number): Promise<boolean>;
 
-  // ---- people --------------------------------------------------------------------------------
+  // ---- approvals ----------------------------------------------------------------------------
+  /** Lets the approval page find an agent by the lookup key of its open approval's user code, until `untilMs`. */
+  indexUserCode(lookupKey: string, agentId: string, untilMs: number): Promise<void>;
+  /** The agent an approval's user code was indexed for, or null (never indexed, or expired). */
+  findAgentIdByUserCode(lookupKey: string): Promise<string | null>;
+}
+
+/** People: the hosts linked to each, their passkeys, and their signed-in sessions. */
+export interface PersonRecords {
   /** Remembers that a host is linked to a person (the person's own API lists them). Idempotent. */
   addPersonHost(personId: string, hostId: string): Promise<void>;
   removePersonHost(personId: string, hostId: string): Promise<void>;
@@ -252,7 +264,16 @@ export interface Store {
   /** Removes a passkey; false when the person had none with this id. */
   removePasskey(personId: string, passkeyId: string): Promise<boolean>;
 
-  // ---- audit trail -----------------------------------------------------------
+  // ---- people's sessions ----------------------------------------------------------------------
+  /** Stores a session's JSON under its key (a hash of the cookie's id, never the id itself) for ttlMs. */
+  saveSession(key: string, json: string, ttlMs: number): Promise<void>;
+  /** The session's JSON, or null when it never existed or expired. */
+  loadSession(key: string): Promise<string | null>;
+  deleteSession(key: string): Promise<void>;
+}
+
+/** The audit trail: appended by every instance, read by the audit API, forwarded by the webhook forwarders. */
+export interface AuditRecords {
   /**
    * Appends events, oldest first, keeping about the newest `maxEvents` (Redis trims approximately:
    * never fewer, at most about one stream node more), and, when `maxAgeMs` is given, dropping
@@ -283,6 +304,23 @@ export interface Store {
    * loses an event a forwarder holds. The memory store keeps no registry: always 0.
    */
   forgetIdleAuditConsumers(idleMs: number): Promise<number>;
+}
+
+/**
+ * The backend itself rather than any one kind of record: which it is, what the instances sharing it
+ * agree on through it (a shared secret, key-cache invalidations), how far its writes are durable,
+ * whether it is reachable, and closing it. Named for what it is about, the backend, rather than
+ * "lifecycle": only ping, isUnavailable and close are about the store's life, and the shared
+ * secret, the invalidations and durability would be hard to find under that name.
+ */
+export interface StoreBackend {
+  readonly kind: 'memory' | 'redis';
+
+  /**
+   * A random secret shared by every instance on this store, created by the first to ask (base64url,
+   * 32 bytes). For keys that must agree across instances when no key is configured.
+   */
+  sharedSecret(name: string): Promise<string>;
 
   // ---- key-cache invalidation (pub/sub) ------------------------------------------------------
   publishAgentInvalidation(agentId: string): Promise<void>;
@@ -307,3 +345,6 @@ export interface Store {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Everything agentgate keeps: every role above, as one object (compose.ts assembles it). */
+export interface Store extends HostRecords, AgentRecords, ReplayRecords, PendingIndex, PersonRecords, AuditRecords, StoreBackend {}

@@ -1,7 +1,8 @@
-// The store contract's audit trail part (issue 17 point 3), run by storeContract on the memory
-// store, Redis and Redis Cluster: the trail is ordered and bounded by count and by age, reads page
-// newest first by cursor, and the forwarding group hands each event to one forwarder at a time,
-// takes abandoned ones over, and never hands out an acknowledged one again.
+// The store contract's part for the AuditRecords role (src/store/store.ts), run by storeContract
+// (store.contract.ts) on the memory store, Redis and Redis Cluster, as a describe block of its own
+// like every other role's: the trail is ordered and bounded by count and by age, reads page newest
+// first by cursor, and the forwarding group hands each event to one forwarder at a time, takes
+// abandoned ones over, and never hands out an acknowledged one again.
 import { describe, expect, it } from 'vitest';
 import { AUDIT_ID_PATTERN, compareAuditIds, type AuditEvent, type AuditRecord } from '../../src/domain/audit.ts';
 import type { Store } from '../../src/store/store.ts';
@@ -40,7 +41,7 @@ async function readAll(store: Store): Promise<AuditEvent[]> {
 }
 
 export function auditContract(current: () => StoreUnderTest): void {
-  describe('audit trail', () => {
+  describe('AuditRecords', () => {
     const store = () => current().store;
     const peer = async () => current().peer?.() ?? store();
 

@@ -1,5 +1,12 @@
 // The one Store contract (DESIGN §3: both stores pass one shared contract suite). Each test names
-// the guarantee it protects. The suite runs against the memory store, Redis, and Redis Cluster.
+// the guarantee it protects. The suite runs against the memory store, Redis, and Redis Cluster
+// (store.memory.test.ts, store.redis.test.ts, store.redis-cluster.test.ts), and is organised as the
+// Store interface is (src/store/store.ts): one describe block per role, HostRecords, AgentRecords,
+// ReplayRecords, PendingIndex, PersonRecords, AuditRecords (store.audit-contract.ts) and
+// StoreBackend, each holding the tests of that role's methods. A test that needs records of another
+// role to set up (an agent's host, say) stands with the role whose method it is about; those that
+// check a step crossing roles (admission reads the host, the clean-up removes agents) stand with the
+// role that owns the step. Every block runs on a fresh store, made before each test.
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
@@ -149,7 +156,8 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       };
     }
 
-    describe('hosts', () => {
+    // Hosts, their thumbprint index, and their agents (HostRecords in src/store/store.ts).
+    describe('HostRecords', () => {
       it('a created host is found by id and by thumbprint, field for field', async () => {
         const host = hostFixture();
         expect(await store.createHost(host)).toEqual({ host, created: true });
@@ -217,6 +225,18 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const hostId = uid('hst');
         expect(await store.updateHost(hostId, { name: 'ghost' })).toBeNull();
         expect(await store.getHost(hostId)).toBeNull();
+      });
+
+      it('updateHost with fromStatuses writes only from those statuses: a revoked host is never brought back', async () => {
+        const host = hostFixture({ status: 'pending' });
+        await store.createHost(host);
+        const activated = await store.updateHost(host.id, { status: 'active' }, ['pending', 'active']);
+        expect(activated).toEqual({ host: { ...host, status: 'active' }, updated: true });
+        await store.updateHost(host.id, { status: 'revoked' });
+        const refused = await store.updateHost(host.id, { status: 'active', userId: 'usr_2' }, ['pending', 'active']);
+        expect(refused).toEqual({ host: { ...host, status: 'revoked' }, updated: false });
+        expect((await store.getHost(host.id))?.status).toBe('revoked');
+        expect(await store.updateHost(uid('hst'), { status: 'active' }, ['pending'])).toBeNull();
       });
 
       it('rotateHostKey moves the host to the new key; the old thumbprint stops resolving', async () => {
@@ -289,9 +309,37 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.listHostAgentIds(host.id)).toEqual(agents.map((s) => s.agent.id).sort());
         expect(await store.listHostAgentIds(uid('hst'))).toEqual([]);
       });
+
+      it('a host patch cannot change identity fields, even smuggled in past the type', async () => {
+        const host = hostFixture();
+        await store.createHost(host);
+        const hostPatch = { name: 'renamed', id: 'hst_other', thumbprint: 'thp_other' } as Parameters<Store['updateHost']>[1];
+        expect(await store.updateHost(host.id, hostPatch)).toEqual({ host: { ...host, name: 'renamed' }, updated: true });
+      });
+
+      describe('isolation: callers cannot change stored state by mutating objects', () => {
+        it('mutating inputs after a write changes nothing stored', async () => {
+          const host = hostFixture();
+          const original = structuredClone(host);
+          await store.createHost(host);
+          host.defaultCapabilities.push('mutated');
+          host.publicJwk.x = 'mutated';
+          expect(await store.getHost(host.id)).toEqual(original);
+        });
+
+        it('mutating returned records changes nothing stored', async () => {
+          const host = hostFixture();
+          await store.createHost(host);
+          const readHost = (await store.getHost(host.id))!;
+          readHost.defaultCapabilities.push('mutated');
+          readHost.publicJwk.x = 'mutated';
+          expect(await store.getHost(host.id)).toEqual(host);
+        });
+      });
     });
 
-    describe('agents', () => {
+    // Agents with their grants and sessions, the (host, key) index, admission, and the hot path (AgentRecords).
+    describe('AgentRecords', () => {
       it('a created agent reads back with its grants and session, field for field', async () => {
         const host = hostFixture();
         const snapshot = snapshotFixture(host.id, {
@@ -399,18 +447,6 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect((await store.createAgent(c, roomy({ maxPendingAgents: 1, pendingUntilMs: nowMs + 120_000, nowMs: nowMs + 60_001 }))).created).toBe(true);
       });
 
-      it('updateHost with fromStatuses writes only from those statuses: a revoked host is never brought back', async () => {
-        const host = hostFixture({ status: 'pending' });
-        await store.createHost(host);
-        const activated = await store.updateHost(host.id, { status: 'active' }, ['pending', 'active']);
-        expect(activated).toEqual({ host: { ...host, status: 'active' }, updated: true });
-        await store.updateHost(host.id, { status: 'revoked' });
-        const refused = await store.updateHost(host.id, { status: 'active', userId: 'usr_2' }, ['pending', 'active']);
-        expect(refused).toEqual({ host: { ...host, status: 'revoked' }, updated: false });
-        expect((await store.getHost(host.id))?.status).toBe('revoked');
-        expect(await store.updateHost(uid('hst'), { status: 'active' }, ['pending'])).toBeNull();
-      });
-
       it('admission racing a host revocation: every agent that got in is in the set the revocation lists afterwards', async () => {
         for (let round = 0; round < 20; round++) {
           const host = hostFixture();
@@ -484,12 +520,10 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       });
 
       it('a patch cannot change identity fields or the version, even smuggled in past the type', async () => {
-        const { host, snapshot } = await seedAgent();
+        const { snapshot } = await seedAgent();
         const smuggled = { status: 'revoked', id: 'agt_other', hostId: 'hst_other', version: 42, createdAtMs: 0 } as AgentPatch;
         const result = await store.casAgent(snapshot.agent.id, 1, { set: smuggled });
         expect(result.snapshot?.agent).toEqual({ ...snapshot.agent, status: 'revoked', version: 2 });
-        const hostPatch = { name: 'renamed', id: 'hst_other', thumbprint: 'thp_other' } as Parameters<Store['updateHost']>[1];
-        expect(await store.updateHost(host.id, hostPatch)).toEqual({ host: { ...host, name: 'renamed' }, updated: true });
       });
 
       it('casAgent on an unknown agent is not_found', async () => {
@@ -578,163 +612,204 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const again = snapshotFixture(host.id, { agent: { keyThumbprint: snapshot.agent.keyThumbprint } });
         expect((await store.createAgent(again)).created).toBe(true);
       });
-    });
 
-    describe('executeRoundTrip (the hot path)', () => {
-      it('an unknown agent is not_found', async () => {
-        expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found' });
-      });
+      describe('isolation: callers cannot change stored state by mutating objects', () => {
+        it('mutating inputs after a write changes nothing stored', async () => {
+          const host = hostFixture();
+          const snapshot = snapshotFixture(host.id);
+          const original = structuredClone(snapshot);
+          await store.createHost(host);
+          await store.createAgent(snapshot);
+          snapshot.agent.publicJwk.x = 'mutated';
+          snapshot.grants[0]!.constraints!['currency'] = 'mutated';
+          snapshot.grants.pop();
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(original);
 
-      it('a usable agent: returns the agent as read, the old deadline, and the grants of that capability; then extends', async () => {
-        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
-        const request = roundTrip(snapshot, { capabilities: ['echo'] });
-        const result = await store.executeRoundTrip(request);
-        expect(result).toEqual({
-          kind: 'ok',
-          agent: snapshot.agent,
-          sessionExpiresAtMs: snapshot.sessionExpiresAtMs,
-          grants: snapshot.grants.filter((grant) => grant.capability === 'echo'),
+          const upsert = grantFixture(snapshot.agent.id, 'echo');
+          const upsertCopy = structuredClone(upsert);
+          await store.casAgent(snapshot.agent.id, 1, { upsertGrants: [upsert] });
+          upsert.status = 'revoked';
+          const stored = await store.getAgent(snapshot.agent.id);
+          expect(stored?.grants.find((g) => g.id === upsert.id)).toEqual(upsertCopy);
         });
-        const after = await store.getAgent(snapshot.agent.id);
-        expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
-        expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
-        expect(after?.agent.version).toBe(snapshot.agent.version);
+
+        it('mutating returned records changes nothing stored', async () => {
+          const { snapshot } = await seedAgent();
+          const read = (await store.getAgent(snapshot.agent.id))!;
+          read.agent.status = 'revoked';
+          read.grants[0]!.constraints!['currency'] = 'mutated';
+          read.grants.pop();
+          const cas = await store.casAgent(snapshot.agent.id, 99, {});
+          cas.snapshot!.grants[0]!.status = 'revoked';
+          const executed = await store.executeRoundTrip(roundTrip(snapshot));
+          if (executed.kind !== 'ok') throw new Error('expected ok');
+          executed.agent.publicJwk.x = 'mutated';
+          executed.grants[0]!.status = 'revoked';
+
+          const stored = await store.getAgent(snapshot.agent.id);
+          expect(stored?.grants).toEqual(snapshot.grants);
+          expect(stored?.agent.publicJwk).toEqual(snapshot.agent.publicJwk);
+          expect(stored?.agent.status).toBe('active');
+        });
       });
 
-      it('grants of every status come back; other capabilities and unknown ones do not', async () => {
-        const { snapshot } = await seedAgent({ capabilities: [] });
-        const id = snapshot.agent.id;
-        const statuses = ['active', 'pending', 'denied', 'revoked'] as const;
-        const echo = statuses.map((status) => grantFixture(id, 'echo', { status }));
-        await store.casAgent(id, 1, { upsertGrants: [...echo, grantFixture(id, 'other')] });
-        const result = await store.executeRoundTrip(roundTrip(snapshot));
-        expect(result.kind === 'ok' && result.grants).toEqual(echo.sort(byId));
-        const none = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['not.a.capability'] }));
-        expect(none.kind === 'ok' && none.grants).toEqual([]);
-      });
+      describe('executeRoundTrip (the hot path)', () => {
+        it('an unknown agent is not_found', async () => {
+          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found' });
+        });
 
-      it('several capabilities (batch execute): the grants of each, any status, in one call; others do not come back', async () => {
-        const { snapshot } = await seedAgent({ capabilities: [] });
-        const id = snapshot.agent.id;
-        const echo = [grantFixture(id, 'echo'), grantFixture(id, 'echo', { status: 'revoked' })];
-        const files = [grantFixture(id, 'files.read', { status: 'pending' })];
-        const payments = grantFixture(id, 'payments.send');
-        await store.casAgent(id, 1, { upsertGrants: [...echo, ...files, payments] });
-        const result = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['echo', 'files.read', 'not.a.capability'] }));
-        expect(result.kind === 'ok' && result.grants).toEqual([...echo, ...files].sort(byId));
-      });
+        it('a usable agent: returns the agent as read, the old deadline, and the grants of that capability; then extends', async () => {
+          const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+          const request = roundTrip(snapshot, { capabilities: ['echo'] });
+          const result = await store.executeRoundTrip(request);
+          expect(result).toEqual({
+            kind: 'ok',
+            agent: snapshot.agent,
+            sessionExpiresAtMs: snapshot.sessionExpiresAtMs,
+            grants: snapshot.grants.filter((grant) => grant.capability === 'echo'),
+          });
+          const after = await store.getAgent(snapshot.agent.id);
+          expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
+          expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
+          expect(after?.agent.version).toBe(snapshot.agent.version);
+        });
 
-      it('several capabilities: one jti, one session extension, exactly as for one', async () => {
-        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
-        const request = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
-        const result = await store.executeRoundTrip(request);
-        expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId) });
-        const after = await store.getAgent(snapshot.agent.id);
-        expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
-        expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
-        expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay' });
-      });
+        it('grants of every status come back; other capabilities and unknown ones do not', async () => {
+          const { snapshot } = await seedAgent({ capabilities: [] });
+          const id = snapshot.agent.id;
+          const statuses = ['active', 'pending', 'denied', 'revoked'] as const;
+          const echo = statuses.map((status) => grantFixture(id, 'echo', { status }));
+          await store.casAgent(id, 1, { upsertGrants: [...echo, grantFixture(id, 'other')] });
+          const result = await store.executeRoundTrip(roundTrip(snapshot));
+          expect(result.kind === 'ok' && result.grants).toEqual(echo.sort(byId));
+          const none = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['not.a.capability'] }));
+          expect(none.kind === 'ok' && none.grants).toEqual([]);
+        });
 
-      it('a capability named twice returns its grants once; no capabilities return no grants', async () => {
-        const { snapshot } = await seedAgent({ capabilities: ['echo', 'echo'] });
-        const twice = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['echo', 'echo'] }));
-        expect(twice.kind === 'ok' && ids(twice.grants)).toEqual(ids(snapshot.grants));
-        const none = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: [] }));
-        expect(none).toMatchObject({ kind: 'ok', grants: [] });
-      });
+        it('several capabilities (batch execute): the grants of each, any status, in one call; others do not come back', async () => {
+          const { snapshot } = await seedAgent({ capabilities: [] });
+          const id = snapshot.agent.id;
+          const echo = [grantFixture(id, 'echo'), grantFixture(id, 'echo', { status: 'revoked' })];
+          const files = [grantFixture(id, 'files.read', { status: 'pending' })];
+          const payments = grantFixture(id, 'payments.send');
+          await store.casAgent(id, 1, { upsertGrants: [...echo, ...files, payments] });
+          const result = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['echo', 'files.read', 'not.a.capability'] }));
+          expect(result.kind === 'ok' && result.grants).toEqual([...echo, ...files].sort(byId));
+        });
 
-      it('a stale key version or a replay with several capabilities writes nothing, as with one', async () => {
-        const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
-        const stale = roundTrip(snapshot, { capabilities: ['echo', 'files.read'], keyVersion: snapshot.agent.keyVersion + 1 });
-        expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key' });
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
-        const first = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
-        expect((await store.executeRoundTrip(first)).kind).toBe('ok');
-        const afterFirst = await store.getAgent(snapshot.agent.id);
-        expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay' });
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
-      });
+        it('several capabilities: one jti, one session extension, exactly as for one', async () => {
+          const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+          const request = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
+          const result = await store.executeRoundTrip(request);
+          expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId) });
+          const after = await store.getAgent(snapshot.agent.id);
+          expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
+          expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
+          expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay' });
+        });
 
-      it('more capability names than one round trip may carry are refused before anything is written', async () => {
-        const { snapshot } = await seedAgent();
-        const names = Array.from({ length: MAX_ROUND_TRIP_CAPABILITIES + 1 }, (_, i) => `cap.${i}`);
-        const request = roundTrip(snapshot, { capabilities: names });
-        await expect(store.executeRoundTrip(request)).rejects.toThrow(/at most/);
-        expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
-      });
+        it('a capability named twice returns its grants once; no capabilities return no grants', async () => {
+          const { snapshot } = await seedAgent({ capabilities: ['echo', 'echo'] });
+          const twice = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: ['echo', 'echo'] }));
+          expect(twice.kind === 'ok' && ids(twice.grants)).toEqual(ids(snapshot.grants));
+          const none = await store.executeRoundTrip(roundTrip(snapshot, { capabilities: [] }));
+          expect(none).toMatchObject({ kind: 'ok', grants: [] });
+        });
 
-      it('a stale key version is refused and writes nothing: the jti stays unused, the session stays', async () => {
-        const { snapshot } = await seedAgent();
-        const request = roundTrip(snapshot, { keyVersion: snapshot.agent.keyVersion + 1 });
-        expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key' });
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
-        expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
-      });
+        it('a stale key version or a replay with several capabilities writes nothing, as with one', async () => {
+          const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
+          const stale = roundTrip(snapshot, { capabilities: ['echo', 'files.read'], keyVersion: snapshot.agent.keyVersion + 1 });
+          expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key' });
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+          const first = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
+          expect((await store.executeRoundTrip(first)).kind).toBe('ok');
+          const afterFirst = await store.getAgent(snapshot.agent.id);
+          expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay' });
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
+        });
 
-      it('a replayed jti is refused and the replay writes nothing', async () => {
-        const { snapshot } = await seedAgent();
-        const first = roundTrip(snapshot);
-        expect((await store.executeRoundTrip(first)).kind).toBe('ok');
-        const afterFirst = await store.getAgent(snapshot.agent.id);
-        const replay = { ...first, nowMs: first.nowMs + 1000 };
-        expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay' });
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
-      });
+        it('more capability names than one round trip may carry are refused before anything is written', async () => {
+          const { snapshot } = await seedAgent();
+          const names = Array.from({ length: MAX_ROUND_TRIP_CAPABILITIES + 1 }, (_, i) => `cap.${i}`);
+          const request = roundTrip(snapshot, { capabilities: names });
+          await expect(store.executeRoundTrip(request)).rejects.toThrow(/at most/);
+          expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
+        });
 
-      it('a session elapsed at nowMs is not extended, but the jti is still consumed', async () => {
-        const { snapshot } = await seedAgent();
-        const request = roundTrip(snapshot, { nowMs: snapshot.sessionExpiresAtMs! + 1 });
-        const result = await store.executeRoundTrip(request);
-        expect(result.kind === 'ok' && result.sessionExpiresAtMs).toBe(snapshot.sessionExpiresAtMs);
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
-        expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(false);
-      });
+        it('a stale key version is refused and writes nothing: the jti stays unused, the session stays', async () => {
+          const { snapshot } = await seedAgent();
+          const request = roundTrip(snapshot, { keyVersion: snapshot.agent.keyVersion + 1 });
+          expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key' });
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+          expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
+        });
 
-      it('a session deadline already past on the clock is gone (no session), and nothing extends it', async () => {
-        const { snapshot } = await seedAgent({ sessionExpiresAtMs: Date.now() - 1000 });
-        expect((await store.getAgent(snapshot.agent.id))?.sessionExpiresAtMs).toBeNull();
-        const result = await store.executeRoundTrip(roundTrip(snapshot));
-        expect(result.kind === 'ok' && result.sessionExpiresAtMs).toBeNull();
-        expect((await store.getAgent(snapshot.agent.id))?.sessionExpiresAtMs).toBeNull();
-      });
+        it('a replayed jti is refused and the replay writes nothing', async () => {
+          const { snapshot } = await seedAgent();
+          const first = roundTrip(snapshot);
+          expect((await store.executeRoundTrip(first)).kind).toBe('ok');
+          const afterFirst = await store.getAgent(snapshot.agent.id);
+          const replay = { ...first, nowMs: first.nowMs + 1000 };
+          expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay' });
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
+        });
 
-      it('an agent without a session is not extended', async () => {
-        const { snapshot } = await seedAgent({ sessionExpiresAtMs: null });
-        await store.executeRoundTrip(roundTrip(snapshot));
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
-      });
+        it('a session elapsed at nowMs is not extended, but the jti is still consumed', async () => {
+          const { snapshot } = await seedAgent();
+          const request = roundTrip(snapshot, { nowMs: snapshot.sessionExpiresAtMs! + 1 });
+          const result = await store.executeRoundTrip(request);
+          expect(result.kind === 'ok' && result.sessionExpiresAtMs).toBe(snapshot.sessionExpiresAtMs);
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+          expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(false);
+        });
 
-      const unusable: [string, Partial<AgentRecord>][] = [
-        ['the host is revoked', { hostStatus: 'revoked' }],
-        ['the host is pending', { hostStatus: 'pending' }],
-        ['the agent is revoked', { status: 'revoked' }],
-        ['the agent is pending', { status: 'pending' }],
-        ['the agent is expired', { status: 'expired' }],
-        ['the max lifetime has elapsed', { maxLifetimeExpiresAtMs: Date.now() - 1 }],
-        ['the absolute lifetime has elapsed', { absoluteExpiresAtMs: Date.now() - 1 }],
-      ];
-      it.each(unusable)('no extension and no lastUsedAtMs when %s', async (_label, agentOverrides) => {
-        const { snapshot } = await seedAgent({ agent: agentOverrides });
-        const result = await store.executeRoundTrip(roundTrip(snapshot));
-        expect(result).toMatchObject({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs });
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
-      });
+        it('a session deadline already past on the clock is gone (no session), and nothing extends it', async () => {
+          const { snapshot } = await seedAgent({ sessionExpiresAtMs: Date.now() - 1000 });
+          expect((await store.getAgent(snapshot.agent.id))?.sessionExpiresAtMs).toBeNull();
+          const result = await store.executeRoundTrip(roundTrip(snapshot));
+          expect(result.kind === 'ok' && result.sessionExpiresAtMs).toBeNull();
+          expect((await store.getAgent(snapshot.agent.id))?.sessionExpiresAtMs).toBeNull();
+        });
 
-      it('usability is judged at nowMs, not at the wall clock (an injected clock works)', async () => {
-        const { snapshot } = await seedAgent({ sessionExpiresAtMs: Date.now() + 2 * HOUR_MS });
-        const atMaxLifetime = roundTrip(snapshot, { nowMs: snapshot.agent.maxLifetimeExpiresAtMs });
-        await store.executeRoundTrip(atMaxLifetime);
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        it('an agent without a session is not extended', async () => {
+          const { snapshot } = await seedAgent({ sessionExpiresAtMs: null });
+          await store.executeRoundTrip(roundTrip(snapshot));
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        });
 
-        const halfHourLater = roundTrip(snapshot, { nowMs: Date.now() + 30 * MINUTE_MS });
-        await store.executeRoundTrip(halfHourLater);
-        const after = await store.getAgent(snapshot.agent.id);
-        expect(after?.sessionExpiresAtMs).toBe(halfHourLater.nowMs + halfHourLater.sessionTtlMs);
-        expect(after?.agent.lastUsedAtMs).toBe(halfHourLater.nowMs);
+        const unusable: [string, Partial<AgentRecord>][] = [
+          ['the host is revoked', { hostStatus: 'revoked' }],
+          ['the host is pending', { hostStatus: 'pending' }],
+          ['the agent is revoked', { status: 'revoked' }],
+          ['the agent is pending', { status: 'pending' }],
+          ['the agent is expired', { status: 'expired' }],
+          ['the max lifetime has elapsed', { maxLifetimeExpiresAtMs: Date.now() - 1 }],
+          ['the absolute lifetime has elapsed', { absoluteExpiresAtMs: Date.now() - 1 }],
+        ];
+        it.each(unusable)('no extension and no lastUsedAtMs when %s', async (_label, agentOverrides) => {
+          const { snapshot } = await seedAgent({ agent: agentOverrides });
+          const result = await store.executeRoundTrip(roundTrip(snapshot));
+          expect(result).toMatchObject({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs });
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+        });
+
+        it('usability is judged at nowMs, not at the wall clock (an injected clock works)', async () => {
+          const { snapshot } = await seedAgent({ sessionExpiresAtMs: Date.now() + 2 * HOUR_MS });
+          const atMaxLifetime = roundTrip(snapshot, { nowMs: snapshot.agent.maxLifetimeExpiresAtMs });
+          await store.executeRoundTrip(atMaxLifetime);
+          expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
+
+          const halfHourLater = roundTrip(snapshot, { nowMs: Date.now() + 30 * MINUTE_MS });
+          await store.executeRoundTrip(halfHourLater);
+          const after = await store.getAgent(snapshot.agent.id);
+          expect(after?.sessionExpiresAtMs).toBe(halfHourLater.nowMs + halfHourLater.sessionTtlMs);
+          expect(after?.agent.lastUsedAtMs).toBe(halfHourLater.nowMs);
+        });
       });
     });
 
-    describe('replay records', () => {
+    // What may happen once: jtis, status polls, WebAuthn challenges (ReplayRecords).
+    describe('ReplayRecords', () => {
       it('recordAgentJti refuses a jti already recorded, and shares it with executeRoundTrip both ways', async () => {
         const { snapshot } = await seedAgent();
         const id = snapshot.agent.id;
@@ -760,106 +835,6 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.recordHostJti(thumbprint, jti, 60_000)).toBe(false);
         expect(await store.recordHostJti(uid('thp'), jti, 60_000)).toBe(true);
         expect(await store.recordAgentJti(uid('agt'), jti, 60_000)).toBe(true);
-      });
-
-      it('a user-code lookup key finds its agent until the approval expires', async () => {
-        const [lookupKey, agentId] = [uid('luk'), uid('agt')];
-        expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
-        await store.indexUserCode(lookupKey, agentId, Date.now() + EXPIRES_MS);
-        expect(await store.findAgentIdByUserCode(lookupKey)).toBe(agentId);
-        await sleep(EXPIRES_MS + PAST_MS);
-        expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
-      });
-
-      it('a person session is saved, loaded, replaced, deleted, and expires with its ttl', async () => {
-        const key = uid('ses');
-        expect(await store.loadSession(key)).toBeNull();
-        await store.saveSession(key, '{"a":1}', 60_000);
-        expect(await store.loadSession(key)).toBe('{"a":1}');
-        await store.saveSession(key, '{"a":2}', EXPIRES_MS);
-        expect(await store.loadSession(key)).toBe('{"a":2}');
-        await sleep(EXPIRES_MS + PAST_MS);
-        expect(await store.loadSession(key)).toBeNull();
-        await store.saveSession(key, '{}', 60_000);
-        await store.deleteSession(key);
-        expect(await store.loadSession(key)).toBeNull();
-      });
-
-      it('clean-up: only agents still pending and older than the cut-off are removed, with their index entries, once', async () => {
-        const host = hostFixture({ status: 'pending' });
-        await store.createHost(host);
-        const old = snapshotFixture(host.id, { agent: { status: 'pending', createdAtMs: 1000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
-        const young = snapshotFixture(host.id, { agent: { status: 'pending', createdAtMs: 5000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
-        const decided = snapshotFixture(host.id, { agent: { status: 'active', createdAtMs: 1000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
-        for (const a of [old, young, decided]) {
-          await store.createAgent(a);
-          await store.trackPending('agent', a.agent.id, a.agent.createdAtMs);
-        }
-        expect(await store.listStalePending('agent', 3000, 10)).toEqual(expect.arrayContaining([old.agent.id, decided.agent.id]));
-        expect(await store.listStalePending('agent', 3000, 10)).not.toContain(young.agent.id);
-        const other = subject.peer ? await subject.peer() : store;
-        const results = await Promise.all([store.removeStalePendingAgent(old.agent.id, 3000), other.removeStalePendingAgent(old.agent.id, 3000)]);
-        expect(results.filter(Boolean)).toHaveLength(1);
-        expect(await store.getAgent(old.agent.id)).toBeNull();
-        expect(await store.findAgentIdByKey(host.id, old.agent.keyThumbprint)).toBeNull();
-        expect(await store.listHostAgentIds(host.id)).not.toContain(old.agent.id);
-        expect(await store.removeStalePendingAgent(young.agent.id, 3000)).toBe(false);
-        expect(await store.removeStalePendingAgent(decided.agent.id, 3000)).toBe(false);
-        expect(await store.getAgent(decided.agent.id)).not.toBeNull();
-        // A pending host with agents stays; once it has none and is old enough, it goes.
-        expect(await store.removeStalePendingHost(host.id, Date.now() + 60_000)).toBe(false);
-        for (const a of [young, decided]) await store.removeStalePendingAgent(a.agent.id, Number.MAX_SAFE_INTEGER).catch(() => false);
-        const lone = hostFixture({ status: 'pending', createdAtMs: 1000 });
-        await store.createHost(lone);
-        await store.trackPending('host', lone.id, 1000);
-        expect(await store.listStalePending('host', 3000, 10)).toContain(lone.id);
-        expect(await store.removeStalePendingHost(lone.id, 3000)).toBe(true);
-        expect(await store.getHost(lone.id)).toBeNull();
-        expect(await store.findHostByThumbprint(lone.thumbprint)).toBeNull();
-        expect(await store.listStalePending('host', 3000, 10)).not.toContain(lone.id);
-      });
-
-      it("a person's host links are kept, listed and changed, for any person id", async () => {
-        const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
-        expect(await store.listPersonHostIds(person)).toEqual([]);
-        await store.addPersonHost(person, 'hst_b');
-        await store.addPersonHost(person, 'hst_a');
-        await store.addPersonHost(person, 'hst_a');
-        expect(await store.listPersonHostIds(person)).toEqual(['hst_a', 'hst_b']);
-        await store.removePersonHost(person, 'hst_b');
-        expect(await store.listPersonHostIds(person)).toEqual(['hst_a']);
-        expect(await store.listPersonHostIds(`${person}x`)).toEqual([]);
-      });
-
-      it("a person's passkeys: added once each, at most max, rewritten only while they exist (a removed one never comes back)", async () => {
-        const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
-        expect(await store.listPasskeys(person)).toEqual([]);
-        expect(await store.addPasskey(person, 'cred-a', '{"n":1}', 2)).toBe('added');
-        expect(await store.addPasskey(person, 'cred-a', '{"n":2}', 2)).toBe('exists');
-        expect(await store.addPasskey(person, 'cred-b', '{"n":3}', 2)).toBe('added');
-        expect(await store.addPasskey(person, 'cred-c', '{"n":4}', 2)).toBe('full');
-        expect((await store.listPasskeys(person)).sort((x, y) => x.id.localeCompare(y.id))).toEqual([{ id: 'cred-a', json: '{"n":1}' }, { id: 'cred-b', json: '{"n":3}' }]);
-        expect(await store.updatePasskey(person, 'cred-a', '{"n":5}')).toBe(true);
-        expect(await store.removePasskey(person, 'cred-a')).toBe(true);
-        expect(await store.removePasskey(person, 'cred-a')).toBe(false);
-        expect(await store.updatePasskey(person, 'cred-a', '{"n":6}')).toBe(false);
-        expect(await store.listPasskeys(person)).toEqual([{ id: 'cred-b', json: '{"n":3}' }]);
-        expect(await store.listPasskeys(`${person}x`)).toEqual([]);
-      });
-
-      it('two passkey ceremonies at once cannot both pass the count', async () => {
-        const person = uid('person');
-        const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.addPasskey(person, `cred-${i}`, '{}', 3)));
-        expect(outcomes.filter((o) => o === 'added')).toHaveLength(3);
-        expect(await store.listPasskeys(person)).toHaveLength(3);
-      });
-
-      it('a shared secret is created once and is the same for every caller', async () => {
-        const name = uid('secret');
-        const first = await store.sharedSecret(name);
-        expect(Buffer.from(first, 'base64url')).toHaveLength(32);
-        expect(await store.sharedSecret(name)).toBe(first);
-        expect(await store.sharedSecret(uid('secret'))).not.toBe(first);
       });
 
       it('a WebAuthn challenge is used once: of ten racing uses one wins, and it stays used until it expires', async () => {
@@ -898,89 +873,151 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
       });
     });
 
-    describe('key-cache invalidation', () => {
-      /** Publishes until the listener has the id: subscribing is asynchronous, so the first may be early. */
-      async function publishUntilHeard(publisher: Store, heard: string[], agentId: string): Promise<void> {
-        const deadline = Date.now() + 5000;
-        while (!heard.includes(agentId)) {
-          if (Date.now() > deadline) throw new Error('the invalidation never arrived');
-          await publisher.publishAgentInvalidation(agentId);
-          await sleep(25);
-        }
-      }
-
-      it('a published invalidation reaches listeners of every store on the same state', async () => {
-        const other = subject.peer ? await subject.peer() : store;
-        const heardHere: string[] = [];
-        const heardThere: string[] = [];
-        store.onAgentInvalidation((agentId) => heardHere.push(agentId));
-        other.onAgentInvalidation((agentId) => heardThere.push(agentId));
-        const agentId = uid('agt');
-        await publishUntilHeard(store, heardThere, agentId);
-        await publishUntilHeard(other, heardHere, agentId);
-        expect(heardHere).toContain(agentId);
-        expect(heardThere).toContain(agentId);
-      });
-
-      it('a listener that throws does not keep the message from the next one', async () => {
-        const heard: string[] = [];
-        store.onAgentInvalidation(() => {
-          throw new Error('listener bug');
-        });
-        store.onAgentInvalidation((agentId) => heard.push(agentId));
-        await publishUntilHeard(store, heard, uid('agt'));
-      });
-    });
-
-    describe('isolation: callers cannot change stored state by mutating objects', () => {
-      it('mutating inputs after a write changes nothing stored', async () => {
-        const host = hostFixture();
-        const snapshot = snapshotFixture(host.id);
-        const original = structuredClone({ host, snapshot });
+    // What waits for a decision: the clean-up and the user-code index (PendingIndex).
+    describe('PendingIndex', () => {
+      it('clean-up: only agents still pending and older than the cut-off are removed, with their index entries, once', async () => {
+        const host = hostFixture({ status: 'pending' });
         await store.createHost(host);
-        await store.createAgent(snapshot);
-        host.defaultCapabilities.push('mutated');
-        host.publicJwk.x = 'mutated';
-        snapshot.agent.publicJwk.x = 'mutated';
-        snapshot.grants[0]!.constraints!['currency'] = 'mutated';
-        snapshot.grants.pop();
-        expect(await store.getHost(host.id)).toEqual(original.host);
-        expect(await store.getAgent(snapshot.agent.id)).toEqual(original.snapshot);
-
-        const upsert = grantFixture(snapshot.agent.id, 'echo');
-        const upsertCopy = structuredClone(upsert);
-        await store.casAgent(snapshot.agent.id, 1, { upsertGrants: [upsert] });
-        upsert.status = 'revoked';
-        const stored = await store.getAgent(snapshot.agent.id);
-        expect(stored?.grants.find((g) => g.id === upsert.id)).toEqual(upsertCopy);
+        const old = snapshotFixture(host.id, { agent: { status: 'pending', createdAtMs: 1000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
+        const young = snapshotFixture(host.id, { agent: { status: 'pending', createdAtMs: 5000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
+        const decided = snapshotFixture(host.id, { agent: { status: 'active', createdAtMs: 1000, hostStatus: 'pending', hostThumbprint: host.thumbprint } });
+        for (const a of [old, young, decided]) {
+          await store.createAgent(a);
+          await store.trackPending('agent', a.agent.id, a.agent.createdAtMs);
+        }
+        expect(await store.listStalePending('agent', 3000, 10)).toEqual(expect.arrayContaining([old.agent.id, decided.agent.id]));
+        expect(await store.listStalePending('agent', 3000, 10)).not.toContain(young.agent.id);
+        const other = subject.peer ? await subject.peer() : store;
+        const results = await Promise.all([store.removeStalePendingAgent(old.agent.id, 3000), other.removeStalePendingAgent(old.agent.id, 3000)]);
+        expect(results.filter(Boolean)).toHaveLength(1);
+        expect(await store.getAgent(old.agent.id)).toBeNull();
+        expect(await store.findAgentIdByKey(host.id, old.agent.keyThumbprint)).toBeNull();
+        expect(await store.listHostAgentIds(host.id)).not.toContain(old.agent.id);
+        expect(await store.removeStalePendingAgent(young.agent.id, 3000)).toBe(false);
+        expect(await store.removeStalePendingAgent(decided.agent.id, 3000)).toBe(false);
+        expect(await store.getAgent(decided.agent.id)).not.toBeNull();
+        // A pending host with agents stays; once it has none and is old enough, it goes.
+        expect(await store.removeStalePendingHost(host.id, Date.now() + 60_000)).toBe(false);
+        for (const a of [young, decided]) await store.removeStalePendingAgent(a.agent.id, Number.MAX_SAFE_INTEGER).catch(() => false);
+        const lone = hostFixture({ status: 'pending', createdAtMs: 1000 });
+        await store.createHost(lone);
+        await store.trackPending('host', lone.id, 1000);
+        expect(await store.listStalePending('host', 3000, 10)).toContain(lone.id);
+        expect(await store.removeStalePendingHost(lone.id, 3000)).toBe(true);
+        expect(await store.getHost(lone.id)).toBeNull();
+        expect(await store.findHostByThumbprint(lone.thumbprint)).toBeNull();
+        expect(await store.listStalePending('host', 3000, 10)).not.toContain(lone.id);
       });
 
-      it('mutating returned records changes nothing stored', async () => {
-        const { host, snapshot } = await seedAgent();
-        const readHost = (await store.getHost(host.id))!;
-        readHost.defaultCapabilities.push('mutated');
-        readHost.publicJwk.x = 'mutated';
-        expect(await store.getHost(host.id)).toEqual(host);
-
-        const read = (await store.getAgent(snapshot.agent.id))!;
-        read.agent.status = 'revoked';
-        read.grants[0]!.constraints!['currency'] = 'mutated';
-        read.grants.pop();
-        const cas = await store.casAgent(snapshot.agent.id, 99, {});
-        cas.snapshot!.grants[0]!.status = 'revoked';
-        const executed = await store.executeRoundTrip(roundTrip(snapshot));
-        if (executed.kind !== 'ok') throw new Error('expected ok');
-        executed.agent.publicJwk.x = 'mutated';
-        executed.grants[0]!.status = 'revoked';
-
-        const stored = await store.getAgent(snapshot.agent.id);
-        expect(stored?.grants).toEqual(snapshot.grants);
-        expect(stored?.agent.publicJwk).toEqual(snapshot.agent.publicJwk);
-        expect(stored?.agent.status).toBe('active');
+      it('a user-code lookup key finds its agent until the approval expires', async () => {
+        const [lookupKey, agentId] = [uid('luk'), uid('agt')];
+        expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
+        await store.indexUserCode(lookupKey, agentId, Date.now() + EXPIRES_MS);
+        expect(await store.findAgentIdByUserCode(lookupKey)).toBe(agentId);
+        await sleep(EXPIRES_MS + PAST_MS);
+        expect(await store.findAgentIdByUserCode(lookupKey)).toBeNull();
       });
     });
 
-    describe('lifecycle', () => {
+    // People's host links, passkeys and sessions (PersonRecords).
+    describe('PersonRecords', () => {
+      it("a person's host links are kept, listed and changed, for any person id", async () => {
+        const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
+        expect(await store.listPersonHostIds(person)).toEqual([]);
+        await store.addPersonHost(person, 'hst_b');
+        await store.addPersonHost(person, 'hst_a');
+        await store.addPersonHost(person, 'hst_a');
+        expect(await store.listPersonHostIds(person)).toEqual(['hst_a', 'hst_b']);
+        await store.removePersonHost(person, 'hst_b');
+        expect(await store.listPersonHostIds(person)).toEqual(['hst_a']);
+        expect(await store.listPersonHostIds(`${person}x`)).toEqual([]);
+      });
+
+      it("a person's passkeys: added once each, at most max, rewritten only while they exist (a removed one never comes back)", async () => {
+        const person = `https://idp.example/{${uid('p')}}|sub with spaces`;
+        expect(await store.listPasskeys(person)).toEqual([]);
+        expect(await store.addPasskey(person, 'cred-a', '{"n":1}', 2)).toBe('added');
+        expect(await store.addPasskey(person, 'cred-a', '{"n":2}', 2)).toBe('exists');
+        expect(await store.addPasskey(person, 'cred-b', '{"n":3}', 2)).toBe('added');
+        expect(await store.addPasskey(person, 'cred-c', '{"n":4}', 2)).toBe('full');
+        expect((await store.listPasskeys(person)).sort((x, y) => x.id.localeCompare(y.id))).toEqual([{ id: 'cred-a', json: '{"n":1}' }, { id: 'cred-b', json: '{"n":3}' }]);
+        expect(await store.updatePasskey(person, 'cred-a', '{"n":5}')).toBe(true);
+        expect(await store.removePasskey(person, 'cred-a')).toBe(true);
+        expect(await store.removePasskey(person, 'cred-a')).toBe(false);
+        expect(await store.updatePasskey(person, 'cred-a', '{"n":6}')).toBe(false);
+        expect(await store.listPasskeys(person)).toEqual([{ id: 'cred-b', json: '{"n":3}' }]);
+        expect(await store.listPasskeys(`${person}x`)).toEqual([]);
+      });
+
+      it('two passkey ceremonies at once cannot both pass the count', async () => {
+        const person = uid('person');
+        const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.addPasskey(person, `cred-${i}`, '{}', 3)));
+        expect(outcomes.filter((o) => o === 'added')).toHaveLength(3);
+        expect(await store.listPasskeys(person)).toHaveLength(3);
+      });
+
+      it('a person session is saved, loaded, replaced, deleted, and expires with its ttl', async () => {
+        const key = uid('ses');
+        expect(await store.loadSession(key)).toBeNull();
+        await store.saveSession(key, '{"a":1}', 60_000);
+        expect(await store.loadSession(key)).toBe('{"a":1}');
+        await store.saveSession(key, '{"a":2}', EXPIRES_MS);
+        expect(await store.loadSession(key)).toBe('{"a":2}');
+        await sleep(EXPIRES_MS + PAST_MS);
+        expect(await store.loadSession(key)).toBeNull();
+        await store.saveSession(key, '{}', 60_000);
+        await store.deleteSession(key);
+        expect(await store.loadSession(key)).toBeNull();
+      });
+    });
+
+    // The audit trail (AuditRecords): its own file, store.audit-contract.ts.
+    auditContract(() => subject);
+
+    // The backend itself: shared secrets, invalidations, durability, health (StoreBackend).
+    describe('StoreBackend', () => {
+      it('a shared secret is created once and is the same for every caller', async () => {
+        const name = uid('secret');
+        const first = await store.sharedSecret(name);
+        expect(Buffer.from(first, 'base64url')).toHaveLength(32);
+        expect(await store.sharedSecret(name)).toBe(first);
+        expect(await store.sharedSecret(uid('secret'))).not.toBe(first);
+      });
+
+      describe('key-cache invalidation', () => {
+        /** Publishes until the listener has the id: subscribing is asynchronous, so the first may be early. */
+        async function publishUntilHeard(publisher: Store, heard: string[], agentId: string): Promise<void> {
+          const deadline = Date.now() + 5000;
+          while (!heard.includes(agentId)) {
+            if (Date.now() > deadline) throw new Error('the invalidation never arrived');
+            await publisher.publishAgentInvalidation(agentId);
+            await sleep(25);
+          }
+        }
+
+        it('a published invalidation reaches listeners of every store on the same state', async () => {
+          const other = subject.peer ? await subject.peer() : store;
+          const heardHere: string[] = [];
+          const heardThere: string[] = [];
+          store.onAgentInvalidation((agentId) => heardHere.push(agentId));
+          other.onAgentInvalidation((agentId) => heardThere.push(agentId));
+          const agentId = uid('agt');
+          await publishUntilHeard(store, heardThere, agentId);
+          await publishUntilHeard(other, heardHere, agentId);
+          expect(heardHere).toContain(agentId);
+          expect(heardThere).toContain(agentId);
+        });
+
+        it('a listener that throws does not keep the message from the next one', async () => {
+          const heard: string[] = [];
+          store.onAgentInvalidation(() => {
+            throw new Error('listener bug');
+          });
+          store.onAgentInvalidation((agentId) => heard.push(agentId));
+          await publishUntilHeard(store, heard, uid('agt'));
+        });
+      });
+
       it('ping answers while the store is open', async () => {
         await expect(store.ping()).resolves.toBeUndefined();
       });
@@ -993,7 +1030,5 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         await expect(store.confirmDurable({})).resolves.toBe('durable');
       });
     });
-
-    auditContract(() => subject);
   });
 }

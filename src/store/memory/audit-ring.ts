@@ -1,18 +1,12 @@
-// The memory store's audit trail, with the Redis stream's semantics: a ring of
-// events bounded by count and, when asked, by age, ordered by `<ms>-<sequence>` ids, read newest
-// first, and forwarded through one in-process "consumer group" (a cursor past the last event handed
-// out, plus the events handed out and not yet acknowledged), so the same forwarder code runs on
-// either store.
+// The memory store's audit trail (the AuditRecords role of store.ts), with the Redis stream's
+// semantics: a ring of events bounded by count and, when asked, by age, ordered by `<ms>-<sequence>`
+// ids, read newest first, and forwarded through one in-process "consumer group" (a cursor past the
+// last event handed out, plus the events handed out and not yet acknowledged), so the same
+// forwarder code runs on either store. It shares nothing with the other role objects but the gate
+// (shared-state.ts): the clock, and whether the store is closed.
 import { parseAuditId, type AuditEvent, type AuditRecord } from '../../domain/audit.ts';
-import { MAX_AUDIT_READ, type AuditClaim } from '../store.ts';
-
-/** What every call of a closed memory store throws (the Redis store's closed connection, here). */
-export class MemoryStoreClosedError extends Error {
-  constructor() {
-    super('the memory store is closed');
-    this.name = 'MemoryStoreClosedError';
-  }
-}
+import { MAX_AUDIT_READ, type AuditClaim, type AuditRecords } from '../store.ts';
+import type { MemoryGate } from './shared-state.ts';
 
 interface Entry {
   id: string;
@@ -33,9 +27,8 @@ const COMPACT_AFTER = 1024;
 
 const before = (a: { ms: number; seq: number }, b: { ms: number; seq: number }) => a.ms < b.ms || (a.ms === b.ms && a.seq < b.seq);
 
-/** MemorySideRecords extends this class (and MemoryStore that), so these need no forwarding. */
-export class MemoryAuditRecords {
-  protected closed = false;
+export class MemoryAuditRecords implements AuditRecords {
+  readonly #gate: MemoryGate;
   readonly #now: () => number;
   /** Oldest first; entries before `#start` were trimmed and are cut off now and then. */
   #entries: Entry[] = [];
@@ -45,13 +38,14 @@ export class MemoryAuditRecords {
   #cursor: { ms: number; seq: number } | null = null;
   readonly #held = new Map<string, Held>();
 
-  constructor(now: () => number) {
-    this.#now = now;
+  constructor(gate: MemoryGate) {
+    this.#gate = gate;
+    this.#now = gate.now;
   }
 
   /** Keeps the newest `maxEvents`, and with `maxAgeMs` drops those appended longer ago (by their ids' time). */
   async appendAuditEvents(records: readonly AuditRecord[], maxEvents: number, maxAgeMs?: number): Promise<boolean[]> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     if (!Number.isSafeInteger(maxEvents) || maxEvents < 1) throw new Error(`maxEvents must be a positive integer, got ${maxEvents}`);
     if (maxAgeMs !== undefined && (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1)) throw new Error(`maxAgeMs must be a positive integer, got ${maxAgeMs}`);
     for (const record of records) {
@@ -74,7 +68,7 @@ export class MemoryAuditRecords {
   }
 
   async readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     boundedCount(count);
     let end = this.#entries.length;
     if (beforeId !== null) {
@@ -87,7 +81,7 @@ export class MemoryAuditRecords {
   }
 
   async claimAuditEvents(claim: AuditClaim): Promise<AuditEvent[]> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     boundedCount(claim.count);
     const nowMs = this.#now();
     // Abandoned first, oldest first, as XAUTOCLAIM hands them over.
@@ -109,29 +103,24 @@ export class MemoryAuditRecords {
   }
 
   async acknowledgeAuditEvents(ids: readonly string[]): Promise<void> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     for (const id of ids) this.#held.delete(id);
   }
 
   async renewAuditClaims(consumer: string, ids: readonly string[]): Promise<string[]> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     return this.#hold(consumer, ids, this.#now());
   }
 
   async releaseAuditClaims(consumer: string, ids: readonly string[]): Promise<void> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     this.#hold(consumer, ids, Number.NEGATIVE_INFINITY);
   }
 
   /** The ring keeps no registry of forwarders (what one holds is kept by event), so none to forget. */
   async forgetIdleAuditConsumers(_idleMs: number): Promise<number> {
-    this.assertOpen();
+    this.#gate.assertOpen();
     return 0;
-  }
-
-  /** After close the Redis store's commands reject; this one behaves the same. */
-  protected assertOpen(): void {
-    if (this.closed) throw new MemoryStoreClosedError();
   }
 
   #hold(consumer: string, ids: readonly string[], heldSinceMs: number): string[] {

@@ -1,12 +1,15 @@
-// The Redis store's audit trail: one stream (`XADD MAXLEN ~`, and `XTRIM MINID`
-// for its age bound), read newest first with XREVRANGE, and forwarded through one consumer group
-// that every instance's webhook forwarder shares, so each event is handed to one forwarder at a
-// time and a forwarder that dies leaves its events to the others. The stream is one key: on a Redis Cluster it lives in one slot of its own.
+// The Redis store's audit trail (the AuditRecords role of store.ts): one stream (`XADD MAXLEN ~`,
+// and `XTRIM MINID` for its age bound), read newest first with XREVRANGE, and forwarded through one
+// consumer group that every instance's webhook forwarder shares, so each event is handed to one
+// forwarder at a time and a forwarder that dies leaves its events to the others. The stream is one
+// key: on a Redis Cluster it lives in one slot of its own. Its commands go on the store's one
+// command connection (parts.ts), so an append in the hot path's tick rides with its round trip.
 import type { AuditEvent, AuditRecord } from '../../domain/audit.ts';
 import { AUDIT_ID_PATTERN } from '../../domain/audit.ts';
-import { MAX_AUDIT_READ, type AuditClaim } from '../store.ts';
+import { MAX_AUDIT_READ, type AuditClaim, type AuditRecords } from '../store.ts';
 import type { RedisConnection } from './connection.ts';
-import { AUDIT_FORWARD_GROUP, type KeyLayout } from './keys.ts';
+import { AUDIT_FORWARD_GROUP } from './keys.ts';
+import type { RedisParts, ScriptCommands } from './parts.ts';
 
 /** The one field of a stream entry: the event as JSON. */
 const EVENT_FIELD = 'e';
@@ -21,17 +24,16 @@ const GIVEN_BACK_IDLE_MS = 365 * 24 * 3600 * 1000;
 const MAX_FORGOTTEN_CONSUMERS = 100;
 
 type StreamEntry = [id: string, fields: string[]];
-type HoldScript = (key: string, ...args: string[]) => Promise<unknown>;
-type AppendScript = (key: string, ...args: string[]) => Promise<unknown>;
 
-/** RedisSideRecords extends this class, and RedisStore extends that, so these need no forwarding. */
-export class RedisAuditRecords {
+export class RedisAuditRecords implements AuditRecords {
   readonly #connection: RedisConnection;
+  readonly #scripts: ScriptCommands;
   readonly #key: string;
 
-  constructor(connection: RedisConnection, keys: KeyLayout) {
-    this.#connection = connection;
-    this.#key = keys.auditStream;
+  constructor(redis: RedisParts) {
+    this.#connection = redis.connection;
+    this.#scripts = redis.scripts;
+    this.#key = redis.keys.auditStream;
   }
 
   /**
@@ -57,8 +59,7 @@ export class RedisAuditRecords {
     if (records.length === 1 && minId === '') {
       return this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', EVENT_FIELD, JSON.stringify(records[0])).then(() => [true], () => [false]);
     }
-    const scripts = this.#connection as unknown as { agentgateAuditAppend: AppendScript };
-    return scripts.agentgateAuditAppend(this.#key, maxLength, minId, EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
+    return this.#scripts.agentgateAuditAppend(this.#key, maxLength, minId, EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
       (written) => records.map((_, i) => Array.isArray(written) && written[i] === 1),
       () => records.map(() => false),
     );
@@ -98,16 +99,14 @@ export class RedisAuditRecords {
   }
 
   async forgetIdleAuditConsumers(idleMs: number): Promise<number> {
-    const scripts = this.#connection as unknown as { agentgateAuditForgetConsumers: HoldScript };
-    const removed = await scripts.agentgateAuditForgetConsumers(this.#key, AUDIT_FORWARD_GROUP, String(Math.max(0, Math.trunc(idleMs))), String(MAX_FORGOTTEN_CONSUMERS));
+    const removed = await this.#scripts.agentgateAuditForgetConsumers(this.#key, AUDIT_FORWARD_GROUP, String(Math.max(0, Math.trunc(idleMs))), String(MAX_FORGOTTEN_CONSUMERS));
     return Number(removed);
   }
 
   async #hold(consumer: string, ids: readonly string[], idleMs: number): Promise<string[]> {
     if (ids.length === 0) return [];
     if (ids.length > MAX_AUDIT_READ) throw new Error(`at most ${MAX_AUDIT_READ} audit ids at once`);
-    const scripts = this.#connection as unknown as { agentgateAuditHold: HoldScript };
-    const kept = await scripts.agentgateAuditHold(this.#key, AUDIT_FORWARD_GROUP, consumer, String(idleMs), ...ids);
+    const kept = await this.#scripts.agentgateAuditHold(this.#key, AUDIT_FORWARD_GROUP, consumer, String(idleMs), ...ids);
     return Array.isArray(kept) ? kept.map(String) : [];
   }
 

@@ -1,18 +1,11 @@
-// Host key rotation on Redis (Store#rotateHostKey): the host hash and the two thumbprint indexes
-// live in three different slots, so it is a sequence of single-slot steps, ordered so that every
-// state between them is safe.
+// Host key rotation on Redis (rotateHostKey of the HostRecords role, for host-records.ts): the host
+// hash and the two thumbprint indexes live in three different slots, so it is a sequence of
+// single-slot steps, ordered so that every state between them is safe.
 import type { HostRecord } from '../../domain/types.ts';
 import { assertTaggable, isTaggable } from '../checks.ts';
 import { encodeHostKey } from './codec.ts';
 import type { RedisConnection } from './connection.ts';
-import type { KeyLayout } from './keys.ts';
-import type { ScriptCommands } from './redis-store.ts';
-
-export interface RedisParts {
-  connection: RedisConnection;
-  scripts: ScriptCommands;
-  keys: KeyLayout;
-}
+import type { RedisParts } from './parts.ts';
 
 /**
  * The host hash and the two thumbprint indexes live in three different slots, so rotation is a

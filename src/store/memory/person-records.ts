@@ -1,0 +1,82 @@
+// The memory store's people (the PersonRecords role of store.ts), as redis/person-records.ts keeps
+// them: host links and passkeys for as long as the process runs, and signed-in sessions that
+// expire as their Redis keys would.
+import { normalizeTtlMs } from '../checks.ts';
+import type { PersonRecords } from '../store.ts';
+import { ExpiringMap, type MemoryGate } from './shared-state.ts';
+
+export class MemoryPersonRecords implements PersonRecords {
+  readonly #gate: MemoryGate;
+  /** People's host links (not short-lived: kept as long as the process). */
+  readonly #personHosts = new Map<string, Set<string>>();
+  /** Each person's passkeys: credential id -> JSON. */
+  readonly #passkeys = new Map<string, Map<string, string>>();
+  readonly #sessions: ExpiringMap<string>;
+
+  constructor(gate: MemoryGate) {
+    this.#gate = gate;
+    this.#sessions = new ExpiringMap(gate.now);
+  }
+
+  async addPersonHost(personId: string, hostId: string): Promise<void> {
+    this.#gate.assertOpen();
+    const hosts = this.#personHosts.get(personId) ?? new Set<string>();
+    hosts.add(hostId);
+    this.#personHosts.set(personId, hosts);
+  }
+
+  async removePersonHost(personId: string, hostId: string): Promise<void> {
+    this.#gate.assertOpen();
+    this.#personHosts.get(personId)?.delete(hostId);
+  }
+
+  async listPersonHostIds(personId: string): Promise<string[]> {
+    this.#gate.assertOpen();
+    return [...(this.#personHosts.get(personId) ?? [])].sort();
+  }
+
+  async listPasskeys(personId: string): Promise<Array<{ id: string; json: string }>> {
+    this.#gate.assertOpen();
+    return [...(this.#passkeys.get(personId) ?? new Map<string, string>())].map(([id, json]) => ({ id, json }));
+  }
+
+  async addPasskey(personId: string, passkeyId: string, json: string, max: number): Promise<'added' | 'exists' | 'full'> {
+    this.#gate.assertOpen();
+    const held = this.#passkeys.get(personId) ?? new Map<string, string>();
+    if (held.has(passkeyId)) return 'exists';
+    if (held.size >= max) return 'full';
+    held.set(passkeyId, json);
+    this.#passkeys.set(personId, held);
+    return 'added';
+  }
+
+  async updatePasskey(personId: string, passkeyId: string, json: string): Promise<boolean> {
+    this.#gate.assertOpen();
+    const held = this.#passkeys.get(personId);
+    if (!held?.has(passkeyId)) return false;
+    held.set(passkeyId, json);
+    return true;
+  }
+
+  async removePasskey(personId: string, passkeyId: string): Promise<boolean> {
+    this.#gate.assertOpen();
+    return this.#passkeys.get(personId)?.delete(passkeyId) ?? false;
+  }
+
+  // ---- people's sessions ----------------------------------------------------------------------
+
+  async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
+    this.#gate.assertOpen();
+    this.#sessions.set(key, json, this.#gate.now() + normalizeTtlMs(ttlMs));
+  }
+
+  async loadSession(key: string): Promise<string | null> {
+    this.#gate.assertOpen();
+    return this.#sessions.get(key);
+  }
+
+  async deleteSession(key: string): Promise<void> {
+    this.#gate.assertOpen();
+    this.#sessions.delete(key);
+  }
+}

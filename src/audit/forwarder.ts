@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { webhookBackoffMs, type AuditEvent } from '../domain/audit.ts';
 import { within } from '../deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
-import type { Store } from '../store/store.ts';
+import type { AuditRecords } from '../store/store.ts';
 
 export const POLL_MS = 1000;
 /** Held this long without a renewal, an event is presumed abandoned (its forwarder died). */
@@ -35,7 +35,7 @@ const LOG_EVERY_MS = 10_000;
 
 export interface AuditForwarderOptions {
   /** The store itself (not the fail-closed wrapper): failures are logged and retried here. */
-  store: Store;
+  store: AuditRecords;
   url: string;
   /** Sent as `Authorization: Bearer <token>` when set. */
   token?: string | undefined;

@@ -23,11 +23,11 @@
 import { refusalKey, refusalSummary, sanitizeAuditEvent, type AuditEventInput, type AuditRecord, type RefusalKeyFields } from '../domain/audit.ts';
 import { within } from '../deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
-import type { Store } from '../store/store.ts';
+import type { AuditRecords } from '../store/store.ts';
 
 export interface AuditLogOptions {
   /** The store itself, not the fail-closed wrapper: a failed append is logged here, never a 503. */
-  store: Store;
+  store: AuditRecords;
   enabled: boolean;
   maxEvents: number;
   /** Events older than this are trimmed from the trail once a minute; undefined: no age bound. */

@@ -5,7 +5,7 @@ import type { Config } from '../config.ts';
 import { redisCallDeadlineMs } from '../deadline.ts';
 import type { Logger } from '../logger.ts';
 import { PolicyReloader, type ReloadOutcome, type ReloadTrigger } from '../policy/reloader.ts';
-import type { Store } from '../store/store.ts';
+import type { AuditRecords } from '../store/store.ts';
 import { AuditForwarder } from './forwarder.ts';
 import { AuditLog } from './log.ts';
 
@@ -18,7 +18,7 @@ export interface AuditTrail {
 }
 
 /** `store` is the store itself, not the fail-closed wrapper the services use. */
-export function startAuditTrail(config: Config, store: Store, logger: Logger): AuditTrail {
+export function startAuditTrail(config: Config, store: AuditRecords, logger: Logger): AuditTrail {
   const log = new AuditLog({
     store,
     enabled: config.AUDIT_ENABLED,

@@ -6,7 +6,7 @@ import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { CallerBudgets } from './budgets.ts';
 import { noteAgent } from '../request-context.ts';
-import type { Store } from '../store/store.ts';
+import type { AgentRecords, ReplayRecords } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
 import type { AgentKeyCache, CachedAgentKey } from './key-cache.ts';
@@ -19,13 +19,13 @@ export interface VerifiedAgent {
 }
 
 export class AgentAuthenticator {
-  private readonly store: Store;
+  private readonly store: AgentRecords & ReplayRecords;
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
   private readonly keys: AgentKeyCache;
   private readonly budgets: CallerBudgets;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; keys: AgentKeyCache; budgets: CallerBudgets }) {
+  constructor(deps: { store: AgentRecords & ReplayRecords; clock: Clock; settings: AuthSettings; keys: AgentKeyCache; budgets: CallerBudgets }) {
     this.budgets = deps.budgets;
     this.store = deps.store;
     this.clock = deps.clock;

@@ -6,7 +6,7 @@ import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { CallerBudgets } from './budgets.ts';
 import { noteHost } from '../request-context.ts';
-import type { Store } from '../store/store.ts';
+import type { HostRecords, ReplayRecords } from '../store/store.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
 import { jwkThumbprint, parsePublicJwk, type KeyImporter } from './keys.ts';
 
@@ -46,13 +46,13 @@ export interface HostAuthOptions {
 }
 
 export class HostAuthenticator {
-  private readonly store: Store;
+  private readonly store: HostRecords & ReplayRecords;
   private readonly clock: Clock;
   private readonly settings: AuthSettings;
   private readonly budgets: CallerBudgets;
   private readonly importer: KeyImporter;
 
-  constructor(deps: { store: Store; clock: Clock; settings: AuthSettings; budgets: CallerBudgets; importer: KeyImporter }) {
+  constructor(deps: { store: HostRecords & ReplayRecords; clock: Clock; settings: AuthSettings; budgets: CallerBudgets; importer: KeyImporter }) {
     this.importer = deps.importer;
     this.store = deps.store;
     this.clock = deps.clock;

@@ -26,12 +26,13 @@ import type { AuditLog } from '../audit/log.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import type { Store } from '../store/store.ts';
+import type { PersonRecords, ReplayRecords } from '../store/store.ts';
 import type { PasskeyCeremony, PersonSession, PersonSessions, SessionData } from './sessions.ts';
 
 /** What the passkey ceremonies need: the person's records and session, and where to record what they did. */
 export interface PasskeyDeps {
-  store: Store;
+  /** Passkeys are person records; a ceremony's challenge is used once, as a replay record. */
+  store: PersonRecords & ReplayRecords;
   clock: Clock;
   logger: Logger;
   audit: Pick<AuditLog, 'record'>;

@@ -9,8 +9,11 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
-import type { Store } from '../store/store.ts';
+import type { PersonRecords, StoreBackend } from '../store/store.ts';
 import { CookieSealer } from './sealed-cookie.ts';
+
+/** Sessions are person records; the sign-in cookie's key, when none is configured, is a secret the instances share. */
+type SessionStore = PersonRecords & Pick<StoreBackend, 'sharedSecret'>;
 
 /** Someone who signed in: issuer-qualified, never identified by email. */
 export interface SignedIn {
@@ -71,12 +74,12 @@ const keyOf = (id: string) => createHash('sha256').update(`person-session:${id}`
 const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
 
 export class PersonSessions {
-  readonly #store: Store;
+  readonly #store: SessionStore;
   readonly #clock: Clock;
   readonly #settings: SessionSettings;
   #sealer: Promise<CookieSealer> | null = null;
 
-  constructor(store: Store, clock: Clock, settings: SessionSettings) {
+  constructor(store: SessionStore, clock: Clock, settings: SessionSettings) {
     this.#store = store;
     this.#clock = clock;
     this.#settings = settings;

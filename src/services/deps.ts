@@ -49,3 +49,9 @@ export interface PersonServiceDeps extends ServiceDeps {
   /** WebAuthn settings for presence approvals; null when the issuer's host cannot be an RP id. */
   passkeys: PasskeySettings | null;
 }
+
+/**
+ * Some of the use cases' dependencies, with the store narrowed to the roles (store.ts) the use case
+ * reads and writes: a use case that names its roles says what it can touch.
+ */
+export type DepsWith<Name extends keyof ServiceDeps, Roles> = Pick<ServiceDeps, Exclude<Name, 'store'>> & { store: Roles };

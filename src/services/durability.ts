@@ -4,9 +4,9 @@
 // the answer must not say it is done: 503 service_unavailable says it is not yet durable, and the
 // same request, repeated, confirms it (every withdrawal is idempotent). docs/stances.md explains
 // the choice of status.
-import type { DurabilityAnchors } from '../store/store.ts';
+import type { DurabilityAnchors, StoreBackend } from '../store/store.ts';
 import { ApiError } from '../errors.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { DepsWith } from './deps.ts';
 
 /** Seconds a client waits before repeating a withdrawal that was not yet durable. */
 const RETRY_AFTER_SECONDS = 1;
@@ -17,7 +17,7 @@ const RETRY_AFTER_SECONDS = 1;
  * `then` says how the caller confirms it (a denial cannot be repeated: the agent is decided).
  */
 export async function confirmWithdrawal(
-  deps: Pick<ServiceDeps, 'store' | 'logger' | 'config'>, anchors: DurabilityAnchors, what: string, then = 'repeat the request to confirm it',
+  deps: DepsWith<'logger' | 'config', Pick<StoreBackend, 'confirmDurable'>>, anchors: DurabilityAnchors, what: string, then = 'repeat the request to confirm it',
 ): Promise<void> {
   if ((await deps.store.confirmDurable(anchors)) === 'durable') return;
   deps.logger.warn('a withdrawal is in force but no Redis replica confirmed it in time; answered 503 so the caller repeats it', {

@@ -8,7 +8,7 @@
 // say otherwise) and a retry succeeds.
 import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { AgentChange, Store } from '../store/store.ts';
+import type { AgentChange, AgentRecords } from '../store/store.ts';
 
 const MAX_ATTEMPTS = 8;
 /** Back-off before retry n (1-based): up to 2^n ms, randomised so racing losers spread out. */
@@ -16,7 +16,7 @@ const backoffMs = (attempt: number) => Math.random() * 2 ** Math.min(attempt, 6)
 
 /** `decide` returns the change to apply, or null when nothing must change. It may throw ApiError. */
 export async function transitionAgent(
-  store: Store,
+  store: AgentRecords,
   agentId: string,
   decide: (snapshot: AgentSnapshot) => AgentChange | null,
 ): Promise<AgentSnapshot> {

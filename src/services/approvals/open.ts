@@ -4,7 +4,8 @@
 // the code showed them (SECURITY.md).
 import type { Config } from '../../config.ts';
 import type { AgentSnapshot, ApprovalRecord } from '../../domain/types.ts';
-import type { ServiceDeps } from '../deps.ts';
+import type { PendingIndex } from '../../store/store.ts';
+import type { DepsWith } from '../deps.ts';
 import { newApprovalId } from '../ids.ts';
 
 export function newApproval(grantIds: string[], nowMs: number, config: Config): ApprovalRecord {
@@ -34,7 +35,7 @@ export function withoutGrants(approval: ApprovalRecord, withdrawnIds: ReadonlySe
  * approval decided or replaced later is no longer found through its old code, since the lookup
  * checks the agent's current approval id.
  */
-export async function indexOpenApproval(deps: Pick<ServiceDeps, 'store' | 'userCodes' | 'clock'>, snapshot: AgentSnapshot): Promise<void> {
+export async function indexOpenApproval(deps: DepsWith<'userCodes' | 'clock', PendingIndex>, snapshot: AgentSnapshot): Promise<void> {
   const approval = snapshot.agent.approval;
   if (!approval || approval.expiresAtMs <= deps.clock.nowMs()) return;
   const lookupKey = deps.userCodes.lookupKey(deps.userCodes.codeFor(approval.id))!;

@@ -1,7 +1,8 @@
 // What waits for a person (GET /admin/approvals): agents still pending, and active agents whose
 // open approval has grants left to decide, oldest first and bounded.
 import { byRegistrationTime, whatAgentWaitsFor, type WaitingAgent } from '../../domain/waiting.ts';
-import type { ServiceDeps } from '../deps.ts';
+import type { AgentRecords, PendingIndex } from '../../store/store.ts';
+import type { DepsWith } from '../deps.ts';
 
 /** The most agents GET /admin/approvals reads and answers in one call. */
 export const MAX_LISTED_APPROVALS = 500;
@@ -19,7 +20,7 @@ export interface WaitingList {
  * to decide. The store already tracks both (for the clean-up job), oldest first; at most `limit`
  * of each kind are read.
  */
-export async function listWaitingAgents(deps: ServiceDeps, limit: number): Promise<WaitingList> {
+export async function listWaitingAgents(deps: DepsWith<'clock', AgentRecords & PendingIndex>, limit: number): Promise<WaitingList> {
   const bounded = Math.min(Math.max(1, Math.trunc(limit)), MAX_LISTED_APPROVALS);
   const [pendingIds, approvalIds] = await Promise.all([
     deps.store.listStalePending('agent', Number.MAX_SAFE_INTEGER, bounded),

@@ -2,7 +2,7 @@
 // decides to wait for, that a round confirms what the master took before it, that a replica that
 // stops acknowledging turns the answer into `not_durable` within the wait's bound, and that rounds
 // are shared, so withdrawals queued behind a stuck replica do not wait one timeout each.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Redis } from 'ioredis';
 import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
 import { keyLayout } from '../../src/store/redis/keys.ts';
@@ -69,6 +69,29 @@ describe('a withdrawal waits for a replica (store/redis/durability.ts)', () => {
     const startedAt = Date.now();
     expect(await strict.confirmDurable({ agentIds: ['agt_a'] })).toBe('not_durable');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(WAIT_TIMEOUT_MS - 20);
+  });
+
+  it('with no replica, a recount that Redis does not answer in time leaves nothing to wait for: the withdrawal is durable, not refused', async () => {
+    const lone = await startThrowawayRedis();
+    servers.push(lone);
+    const errors: Error[] = [];
+    const store = await createRedisStore({
+      url: lone.url, keyPrefix: uniquePrefix('durability'), waitReplicas: 'auto', waitTimeoutMs: WAIT_TIMEOUT_MS, commandTimeoutMs: 200,
+      onConnectionError: (error) => errors.push(error),
+    });
+    stores.push(store);
+    expect(store.durability()).toMatch(/^no replica/);
+    // The count is due again (it is taken every 10 s), and Redis answers nothing meanwhile.
+    const realNow = Date.now.bind(Date);
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 11_000);
+    signalServer(lone.process, 'SIGSTOP', 'the lone Redis');
+    try {
+      expect(await store.confirmDurable({ agentIds: ['agt_a'] })).toBe('durable');
+    } finally {
+      signalServer(lone.process, 'SIGCONT', 'the lone Redis');
+      clock.mockRestore();
+    }
+    expect(errors.map((e) => e.message).join('; ')).toMatch(/timed out/i);
   });
 
   it('a replica that stopped acknowledging makes the answer not_durable, and confirms again once it is back', async () => {

@@ -82,8 +82,13 @@ export class ReplicaWait {
       try {
         await this.#decide();
       } catch (error) {
+        // The count could not be taken now (this connection is reconnecting, or Redis is slow to
+        // answer INFO): the last count, none, stands until the next one, an interval later.
+        // Answering not_durable would refuse every withdrawal on a deployment that has no replica
+        // to wait for, for as long as this one connection is slow, with a message blaming a replica
+        // that does not exist; a busy machine did exactly that in a test.
+        this.#decidedAtMs = Date.now();
         this.#options.onRoundError?.(error as Error);
-        return 'not_durable';
       }
     }
     if (this.#required === 0) return 'durable';
@@ -101,7 +106,8 @@ export class ReplicaWait {
    * auto: if any master has a replica, every master waits for one, including masters met later (a
    * replica promoted by a failover has none until its old master returns, and a withdrawal there is
    * then honestly not durable); if none has, nothing is waited for, and the count is taken again
-   * every RECOUNT_INTERVAL_MS so that a replica added later turns waiting on. The count is never
+   * every RECOUNT_INTERVAL_MS so that a replica added later turns waiting on (a count that fails
+   * leaves it at none until the next). The count is never
    * lowered: a replica that stops answering is exactly what the wait must notice.
    */
   async #decide(): Promise<void> {

@@ -9,7 +9,7 @@ import { compactVerify, importJWK } from 'jose';
 import { loadSodium, nodeCryptoVerifier, sodiumVerifier } from '../src/auth/ed25519-verify.ts';
 import { decodeJwt, verifySignature } from '../src/auth/jwt.ts';
 import { KeyImporter } from '../src/auth/keys.ts';
-import { systemClock } from '../src/clock.ts';
+import { systemClock } from '../src/common/clock.ts';
 import { executeCapability } from '../src/services/execute.ts';
 import { Client } from '../test/support/client.ts';
 import { startTestServer } from '../test/support/server.ts';

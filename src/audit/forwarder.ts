@@ -10,8 +10,8 @@
 // Nothing here runs on a request's path: it polls on its own timer (every POLL_MS when idle).
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { webhookBackoffMs, type AuditEvent } from '../domain/audit.ts';
-import { within } from '../deadline.ts';
+import { webhookBackoffMs, type AuditEvent } from './events.ts';
+import { within } from '../common/deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
 import type { AuditRecords } from '../store/store.ts';
 

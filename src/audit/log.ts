@@ -11,7 +11,7 @@
 //
 // Volume is bounded before anything is queued, so that what one caller repeats cannot push the
 // other events out of the trail (SECURITY.md states the bound):
-// - a refusal of a caller that holds a key (domain/audit.ts refusalKey says which, and under what
+// - a refusal of a caller that holds a key (audit/events.ts refusalKey says which, and under what
 //   key) is recorded the first time in a window; its repeats in that window are only counted, and
 //   one summary with the count is recorded when the window ends (AUDIT_AGGREGATE_WINDOW_SECONDS).
 //   The table of open windows is bounded (AUDIT_AGGREGATE_MAX_KEYS); refusals of keys beyond it are
@@ -20,8 +20,8 @@
 //   the rest summarised by one `audit.suppressed` event.
 // Besides its count bound (AUDIT_MAX_EVENTS), the trail is trimmed by age (AUDIT_MAX_AGE_SECONDS)
 // once a minute, by an append of no events that only trims.
-import { refusalKey, refusalSummary, sanitizeAuditEvent, type AuditEventInput, type AuditRecord, type RefusalKeyFields } from '../domain/audit.ts';
-import { within } from '../deadline.ts';
+import { refusalKey, refusalSummary, sanitizeAuditEvent, type AuditEventInput, type AuditRecord, type RefusalKeyFields } from './events.ts';
+import { within } from '../common/deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
 import type { AuditRecords } from '../store/store.ts';
 
@@ -73,7 +73,7 @@ const LOG_EVERY_MS = 10_000;
 export const CAPPED_EVENTS_PER_WINDOW = 100;
 export const CAPPED_WINDOW_MS = 10_000;
 /**
- * Refusal keys (domain/audit.ts refusalKey) with an open window at once, per instance. Beyond it a
+ * Refusal keys (audit/events.ts refusalKey) with an open window at once, per instance. Beyond it a
  * new key's refusals are not recorded but counted into one overflow summary per window, so the
  * table costs at most a few MB and the refusals of many callers together add at most
  * 2 × AUDIT_AGGREGATE_MAX_KEYS + 1 events per window.
@@ -167,7 +167,7 @@ export class AuditLog {
   }
 
   /**
-   * Queues an event; never throws, never waits. A refusal with a key (domain/audit.ts refusalKey)
+   * Queues an event; never throws, never waits. A refusal with a key (audit/events.ts refusalKey)
    * is queued only when it is the first of its key in the window; its repeats are counted for the
    * window's summary. `capped`: an event anyone can cause at volume, so it counts against the
    * per-window allowance (CAPPED_EVENTS_PER_WINDOW).

@@ -14,7 +14,7 @@ import {
   matchesAuditFilter,
   type AuditEvent,
   type AuditFilter,
-} from '../domain/audit.ts';
+} from './events.ts';
 import type { Config } from '../config.ts';
 import { MAX_AUDIT_READ, type Store } from '../store/store.ts';
 

@@ -2,7 +2,7 @@
 // the writer, the webhook forwarder when one is configured, and the reloads that change what
 // decides (the policy and the operator plugins), which happen outside any request.
 import type { Config } from '../config.ts';
-import { redisCallDeadlineMs } from '../deadline.ts';
+import { redisCallDeadlineMs } from '../common/deadline.ts';
 import type { Logger } from '../logger.ts';
 import { PolicyReloader, type ReloadOutcome, type ReloadTrigger } from '../policy/reloader.ts';
 import type { AuditRecords } from '../store/store.ts';

@@ -1,7 +1,7 @@
 // Agent JWT verification (protocol §5.3, DESIGN §4): full verification for every endpoint but
 // execute, and the pieces execute's one-round-trip path uses (precheck, cached-key signature
 // check, issuer rule), so every rule about agent tokens lives here.
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../common/clock.ts';
 import type { AgentSnapshot } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { CallerBudgets } from './budgets.ts';

@@ -1,6 +1,6 @@
 // Host JWT verification (protocol §5.2, DESIGN §4). The host is identified by the RFC 7638
 // thumbprint in `iss`, never by `kid`; a known host is verified only with its stored key.
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../common/clock.ts';
 import { hostRefusal } from '../domain/lifecycle.ts';
 import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';

@@ -1,7 +1,7 @@
 // In-process cache of imported agent keys (DESIGN §2 step 2). Every JWT is fresh, so signatures
 // cannot be cached, but the key import and the Redis read that finds the key can. Entries are
 // bounded in number and age and dropped when any instance rotates or revokes the agent (pub/sub).
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../common/clock.ts';
 import type { PublicJwk } from '../domain/types.ts';
 import type { KeyImporter, VerifyKey } from './keys.ts';
 

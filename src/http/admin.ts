@@ -6,7 +6,7 @@
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { requireAdminToken } from '../auth/operator-tokens.ts';
-import { AUDIT_EVENT_FAMILIES, AUDIT_ID_PATTERN, parseAuditTime } from '../domain/audit.ts';
+import { AUDIT_EVENT_FAMILIES, AUDIT_ID_PATTERN, parseAuditTime } from '../audit/events.ts';
 import { ApiError, isApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
 import { approveAgent, denyAgent } from '../services/approvals/decide.ts';

@@ -8,7 +8,7 @@
 // token nor set that header without a CORS preflight, which this server never allows.
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { definedOnly } from '../defined-only.ts';
+import { definedOnly } from '../common/defined-only.ts';
 import type { Constraints } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { listPasskeys, removePasskey } from '../people/passkeys.ts';

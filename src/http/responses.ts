@@ -9,7 +9,7 @@
 // says exactly what the server sends, so a member added to an answer is added here first. Clients
 // should still ignore members they do not know, as the protocol asks of extension members.
 import { z } from 'zod';
-import { AUDIT_ACTORS, type AuditEvent } from '../domain/audit.ts';
+import { AUDIT_ACTORS, type AuditEvent } from '../audit/events.ts';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { LoadedOperator } from '../services/admin.ts';
 import type { BatchCallOutcome } from '../services/batch-execute.ts';
@@ -200,7 +200,7 @@ export const operatorsSchema = z.object({
 export const operatorsReloadedSchema = z.object({ operators: z.array(z.string()).describe('every operator known after the reload') });
 export const capabilityRemovalSchema = z.object({ name: z.string(), removed: z.boolean() });
 
-/** An audit event (src/domain/audit.ts): a few named members, and small flat details. */
+/** An audit event (src/audit/events.ts): a few named members, and small flat details. */
 export const auditEventSchema = z.object({
   id: z.string().describe('also its position in the trail'),
   at: isoTime,

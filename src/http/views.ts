@@ -2,7 +2,7 @@
 // fields absent (definedOnly) rather than null. Each view's type is what its schema in
 // view-schemas.ts infers, so the published shape and what is sent cannot part ways.
 import type { Config } from '../config.ts';
-import { definedOnly } from '../defined-only.ts';
+import { definedOnly } from '../common/defined-only.ts';
 import { effectiveStatus, visibleExpiresAtMs } from '../domain/lifecycle.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import type { Catalog } from '../catalog/catalog.ts';

@@ -23,7 +23,7 @@ import {
 } from '@simplewebauthn/server';
 import { z } from 'zod';
 import type { AuditLog } from '../audit/log.ts';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../common/clock.ts';
 import { ApiError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { PersonRecords, ReplayRecords } from '../store/store.ts';

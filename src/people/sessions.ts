@@ -8,7 +8,7 @@
 // an anonymous visitor costs no storage.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../common/clock.ts';
 import type { PersonRecords, StoreBackend } from '../store/store.ts';
 import { CookieSealer } from './sealed-cookie.ts';
 

@@ -6,7 +6,7 @@
 // points left, which is how an operator sees a budget running down before it refuses.
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from '../config.ts';
-import { redisCallDeadlineMs, within } from '../deadline.ts';
+import { redisCallDeadlineMs, within } from '../common/deadline.ts';
 import { ApiError } from '../errors.ts';
 import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';

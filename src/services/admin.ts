@@ -4,7 +4,7 @@
 // and lists what waits through services/approvals/waiting.ts, as every other door does.
 import { basename } from 'node:path';
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
-import type { AuditBy } from '../domain/audit.ts';
+import type { AuditBy } from '../audit/events.ts';
 import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { revokeAgentById } from './agents.ts';

@@ -2,7 +2,7 @@
 import type { AgentAuthenticator } from '../auth/agent-auth.ts';
 import type { HostAuthenticator } from '../auth/host-auth.ts';
 import type { AgentKeyCache } from '../auth/key-cache.ts';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../common/clock.ts';
 import type { Config } from '../config.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import type { CapabilityRunner } from '../execution/handlers.ts';

@@ -3,7 +3,7 @@
 // `execute.refused` with the error code, plus one `execute.refused` for a request refused whole.
 // Never the arguments or the token. Recording only queues (audit/log.ts), and a refusal an
 // agent repeats (say, a revoked agent calling on) is recorded once per window, its repeats counted
-// into one summary, keyed by agent and code, never by the capability it names (domain/audit.ts
+// into one summary, keyed by agent and code, never by the capability it names (audit/events.ts
 // refusalKey).
 import type { AgentRecord } from '../domain/types.ts';
 import { isApiError } from '../errors.ts';

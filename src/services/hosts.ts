@@ -1,7 +1,7 @@
 // Host operations (protocol §4.9, §4.10) and the cascades that copy a host's state into each of
 // its agents' records, so the execute hot path never reads another hash slot (DESIGN §2, §3).
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
-import type { AuditBy } from '../domain/audit.ts';
+import type { AuditBy } from '../audit/events.ts';
 import type { AgentSnapshot, HostRecord, HostStatus } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentChange } from '../store/store.ts';

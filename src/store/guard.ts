@@ -10,7 +10,7 @@
 // store method when metrics are on, and a debug line for a call slower than SLOW_CALL_MS.
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '../errors.ts';
-import { within } from '../deadline.ts';
+import { within } from '../common/deadline.ts';
 import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 import type { Store } from './store.ts';

@@ -11,7 +11,7 @@ import type {
   HostRecord,
   HostStatus,
 } from '../domain/types.ts';
-import type { AuditEvent, AuditRecord } from '../domain/audit.ts';
+import type { AuditEvent, AuditRecord } from '../audit/events.ts';
 import type { AgentPatch, HostPatch } from './records.ts';
 
 // The patch types are derived from the record tables in records.ts (one list of each record's fields).

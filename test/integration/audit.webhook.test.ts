@@ -6,7 +6,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { AuditEvent } from '../../src/domain/audit.ts';
+import type { AuditEvent } from '../../src/audit/events.ts';
 import type { Store } from '../../src/store/store.ts';
 import { Client } from '../support/client.ts';
 import { uniquePrefix } from '../support/redis.ts';

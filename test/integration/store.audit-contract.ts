@@ -4,7 +4,7 @@
 // first by cursor, and the forwarding group hands each event to one forwarder at a time, takes
 // abandoned ones over, and never hands out an acknowledged one again.
 import { describe, expect, it } from 'vitest';
-import { AUDIT_ID_PATTERN, compareAuditIds, type AuditEvent, type AuditRecord } from '../../src/domain/audit.ts';
+import { AUDIT_ID_PATTERN, compareAuditIds, type AuditEvent, type AuditRecord } from '../../src/audit/events.ts';
 import type { Store } from '../../src/store/store.ts';
 import type { StoreUnderTest } from './store.contract.ts';
 

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { Cluster } from 'ioredis';
 import { assembleService, type Service } from '../../src/app.ts';
 import { buildCatalog, catalogFileSchema, type Catalog } from '../../src/catalog/catalog.ts';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/common/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { AuditTrail } from '../../src/audit/trail.ts';
 import { createHttpServer } from '../../src/http/server.ts';

@@ -1,4 +1,4 @@
-// The audit trail's pure rules (src/domain/audit.ts) and its writer's queue (src/audit/log.ts)
+// The audit trail's pure rules (src/audit/events.ts) and its writer's queue (src/audit/log.ts)
 // against a store stand-in: bounded, never blocking, retried once, flushed on time and at close;
 // repeated refusals counted per key and window into one summary, the key table bounded, summaries
 // written at close, and the trail trimmed by age once a minute.
@@ -18,7 +18,7 @@ import {
   webhookBackoffMs,
   type AuditEvent,
   type AuditRecord,
-} from '../../src/domain/audit.ts';
+} from '../../src/audit/events.ts';
 import { createLogger } from '../../src/logger.ts';
 import {
   AUDIT_AGE_TRIM_EVERY_MS,
@@ -255,7 +255,7 @@ const WINDOW_MS = 60_000;
 const refused = (agentId: string, code: string, capability = 'echo') =>
   ({ type: 'execute.refused', actor: 'agent', agent_id: agentId, host_id: `hst_of_${agentId}`, capability, outcome: 'refused', code }) as const;
 
-describe('refusal keys (domain/audit.ts)', () => {
+describe('refusal keys (audit/events.ts)', () => {
   it('name who was refused and for what: type, actor, agent (with its host), code; never the capability', () => {
     const one = refusalKey(refused('agt_1', 'agent_revoked', 'echo'), false);
     expect(one?.fields).toEqual({ type: 'execute.refused', actor: 'agent', outcome: 'refused', code: 'agent_revoked', agent_id: 'agt_1', host_id: 'hst_of_agt_1' });

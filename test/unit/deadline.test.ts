@@ -2,7 +2,7 @@
 // check that sharing changes nothing a caller can see: the call's own outcome wins when it comes
 // first, and a late call is refused, never before its deadline.
 import { describe, expect, it } from 'vitest';
-import { DeadlineError, within } from '../../src/deadline.ts';
+import { DeadlineError, within } from '../../src/common/deadline.ts';
 
 const after = <T>(ms: number, value: T) => new Promise<T>((resolve) => setTimeout(() => resolve(value), ms));
 

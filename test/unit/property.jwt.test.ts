@@ -15,7 +15,7 @@ import { HostAuthenticator, type AuthSettings } from '../../src/auth/host-auth.t
 import { checkTimeAndJti, decodeJwt } from '../../src/auth/jwt.ts';
 import { AgentKeyCache } from '../../src/auth/key-cache.ts';
 import { jwkThumbprint, KeyImporter } from '../../src/auth/keys.ts';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/common/clock.ts';
 import type { PublicJwk } from '../../src/domain/types.ts';
 import { ApiError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/logger.ts';

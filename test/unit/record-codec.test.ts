@@ -2,7 +2,7 @@
 // record reads back exactly as written, nothing outside its table is stored, corrupt state throws
 // an error naming the record and the field, and patches change only what the table allows.
 import { describe, expect, it } from 'vitest';
-import { definedOnly } from '../../src/defined-only.ts';
+import { definedOnly } from '../../src/common/defined-only.ts';
 import type { AgentRecord, GrantRecord, HostRecord } from '../../src/domain/types.ts';
 import { AGENT_PATCH_FIELDS, HOST_PATCH_FIELDS } from '../../src/store/records.ts';
 import {

@@ -1,7 +1,7 @@
 // Which Redis failures are an outage (503, retry later) and which are bugs or corrupt data (500):
 // docs/stances.md. The strings are the ones ioredis and Redis use.
 import { describe, expect, it } from 'vitest';
-import { DeadlineError } from '../../src/deadline.ts';
+import { DeadlineError } from '../../src/common/deadline.ts';
 import { isRedisUnavailable } from '../../src/store/redis/connection.ts';
 
 const named = (name: string, message: string) => Object.assign(new Error(message), { name });

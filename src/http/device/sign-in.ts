@@ -15,7 +15,7 @@ import type { Logger } from '../../logger.ts';
 import { safeReturnTo as sameOriginPath } from '../../people/sign-in/urls.ts';
 import { pendingSignInSchema, type OidcSignIn } from '../../people/sign-in/oidc.ts';
 import { sameSecret, type PersonSessions } from '../../people/sessions.ts';
-import type { Clock } from '../../clock.ts';
+import type { Clock } from '../../common/clock.ts';
 import type { Config } from '../../config.ts';
 import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './session.ts';
 import { signInPage } from './pages/device-pages.ts';

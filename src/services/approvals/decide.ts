@@ -4,7 +4,7 @@
 // (http/admin.ts). A decision applies to exactly the grant ids the approval was created for, is
 // written by one atomic transition (services/transitions.ts) over the state it decides on, and is
 // recorded in the audit trail with who decided and through which door.
-import type { AuditBy } from '../../domain/audit.ts';
+import type { AuditBy } from '../../audit/events.ts';
 import { validateConstraints } from '../../domain/constraints.ts';
 import { activationClocks, lifetimeSettings, statusRefusal } from '../../domain/lifecycle.ts';
 import type { AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';

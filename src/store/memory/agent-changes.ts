@@ -1,6 +1,6 @@
 // How the memory store changes an agent record, exactly as the Redis scripts do (the shared store
 // contract holds both to it): the hot path's usability rule and patching.
-import { definedOnly } from '../../defined-only.ts';
+import { definedOnly } from '../../common/defined-only.ts';
 import type { AgentRecord } from '../../domain/types.ts';
 import { AGENT_PATCH_FIELDS } from '../records.ts';
 import type { AgentPatch } from '../store.ts';

@@ -4,7 +4,7 @@
 // last event handed out, plus the events handed out and not yet acknowledged), so the same
 // forwarder code runs on either store. It shares nothing with the other role objects but the gate
 // (shared-state.ts): the clock, and whether the store is closed.
-import { parseAuditId, type AuditEvent, type AuditRecord } from '../../domain/audit.ts';
+import { parseAuditId, type AuditEvent, type AuditRecord } from '../../audit/events.ts';
 import { MAX_AUDIT_READ, type AuditClaim, type AuditRecords } from '../store.ts';
 import type { MemoryGate } from './shared-state.ts';
 

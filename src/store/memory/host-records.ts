@@ -1,6 +1,6 @@
 // The memory store's hosts (the HostRecords role of store.ts), in the tables it shares with the
 // agent records and the pending index (record-tables.ts says why they share them).
-import { definedOnly } from '../../defined-only.ts';
+import { definedOnly } from '../../common/defined-only.ts';
 import type { HostRecord, HostStatus } from '../../domain/types.ts';
 import { assertTaggable, isTaggable } from '../checks.ts';
 import { HOST_PATCH_FIELDS } from '../records.ts';

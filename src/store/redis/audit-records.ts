@@ -4,8 +4,8 @@
 // forwarder at a time and a forwarder that dies leaves its events to the others. The stream is one
 // key: on a Redis Cluster it lives in one slot of its own. Its commands go on the store's one
 // command connection (parts.ts), so an append in the hot path's tick rides with its round trip.
-import type { AuditEvent, AuditRecord } from '../../domain/audit.ts';
-import { AUDIT_ID_PATTERN } from '../../domain/audit.ts';
+import type { AuditEvent, AuditRecord } from '../../audit/events.ts';
+import { AUDIT_ID_PATTERN } from '../../audit/events.ts';
 import { MAX_AUDIT_READ, type AuditClaim, type AuditRecords } from '../store.ts';
 import type { RedisConnection } from './connection.ts';
 import { AUDIT_FORWARD_GROUP } from './keys.ts';

@@ -3,7 +3,7 @@
 // and while the connection is down commands reject at once instead of queueing (the caller answers
 // 503), so a dead Redis never makes a request hang.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { DeadlineError, within } from '../../deadline.ts';
+import { DeadlineError, within } from '../../common/deadline.ts';
 
 export interface ClusterNodeAddress {
   host: string;

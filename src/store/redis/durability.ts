@@ -17,7 +17,7 @@
 // timeout per withdrawal queued behind it.
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type Redis } from 'ioredis';
-import { within } from '../../deadline.ts';
+import { within } from '../../common/deadline.ts';
 import type { Durability } from '../store.ts';
 import type { RedisConnection } from './connection.ts';
 

@@ -78,7 +78,7 @@ export interface App {
   metrics: Metrics;
 }
 
-export function buildApp(input: AppDependencies): App {
+function buildApp(input: AppDependencies): App {
   const { config, clock, logger } = input;
   const metrics = input.metrics ?? createMetrics(config);
   // A call to Redis gets the command timeout plus a small margin in all, however many wait ahead of it.

@@ -30,7 +30,7 @@ export interface Logger {
  * Paths never start with a wildcard: pino would then pass every field of every line through the
  * redactor, which the access line on the hot path should not pay for.
  */
-export const REDACTED_PATHS: readonly string[] = [
+const REDACTED_PATHS: readonly string[] = [
   'authorization', 'cookie', 'headers.authorization', 'headers.cookie', 'req.headers.authorization', 'req.headers.cookie',
   'token', 'jwt', 'accessToken', 'access_token', 'refreshToken', 'refresh_token', 'idToken', 'id_token',
   'password', 'secret', 'clientSecret', 'client_secret', 'adminToken', 'metricsToken', 'introspectionToken',
@@ -126,7 +126,7 @@ export function isoTime(epochMs: number): string {
 }
 
 /** How long a line may wait in BatchedStdout before it is written. */
-export const LOG_FLUSH_MS = 20;
+const LOG_FLUSH_MS = 20;
 /** Held lines are written at once when they reach this many characters, whatever the time. */
 const LOG_HELD_MAX_CHARS = 64 * 1024;
 
@@ -143,7 +143,7 @@ const LOG_HELD_MAX_CHARS = 64 * 1024;
  * reader that stops reading (a full pipe) makes the server wait rather than buffer without bound.
  * sonic-boom does the writing: it retries partial and EAGAIN writes.
  */
-export class BatchedStdout implements DestinationStream {
+class BatchedStdout implements DestinationStream {
   readonly #sink = pino.destination({ dest: 1, sync: true });
   #lines: string[] = [];
   #heldChars = 0;

@@ -234,8 +234,8 @@ export function parseAuditTime(text: string): number | null {
 
 // ---- forwarding ----------------------------------------------------------------------------------
 
-export const WEBHOOK_BACKOFF_INITIAL_MS = 1000;
-export const WEBHOOK_BACKOFF_MAX_MS = 60_000;
+const WEBHOOK_BACKOFF_INITIAL_MS = 1000;
+const WEBHOOK_BACKOFF_MAX_MS = 60_000;
 
 /**
  * How long to wait before delivery attempt `failures + 1`: 1 s doubling per failure up to 60 s,

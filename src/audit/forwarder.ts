@@ -15,19 +15,19 @@ import { within } from '../common/deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
 import type { AuditRecords } from '../store/store.ts';
 
-export const POLL_MS = 1000;
+const POLL_MS = 1000;
 /** Held this long without a renewal, an event is presumed abandoned (its forwarder died). */
-export const RECLAIM_IDLE_MS = 60_000;
+const RECLAIM_IDLE_MS = 60_000;
 /**
  * A holder renews at least this often, also while it waits out a backoff; one POST (at most
  * AUDIT_WEBHOOK_TIMEOUT_MS, itself at most 30 s) plus this stays well inside RECLAIM_IDLE_MS.
  */
-export const RENEW_EVERY_MS = 10_000;
+const RENEW_EVERY_MS = 10_000;
 /**
  * Forwarders that held nothing and were not seen for an hour are forgotten (every restart comes back
  * under a new name), looked for every ten minutes. A live forwarder polls every second.
  */
-export const FORGET_IDLE_CONSUMERS_MS = 3_600_000;
+const FORGET_IDLE_CONSUMERS_MS = 3_600_000;
 const FORGET_EVERY_MS = 600_000;
 /** How long closing waits for the store to take back what this forwarder held. */
 const CLOSE_DEADLINE_MS = 5000;

@@ -79,7 +79,7 @@ export const CAPPED_WINDOW_MS = 10_000;
  * 2 × AUDIT_AGGREGATE_MAX_KEYS + 1 events per window.
  */
 export const AUDIT_AGGREGATE_MAX_KEYS = 10_000;
-export const DEFAULT_AGGREGATE_WINDOW_MS = 60_000;
+const DEFAULT_AGGREGATE_WINDOW_MS = 60_000;
 /**
  * Summaries of windows that end within this of the first one due are written together, so a
  * table of many keys costs at most one timer per this long rather than one per key.

@@ -21,10 +21,10 @@ import { MAX_AUDIT_READ, type Store } from '../store/store.ts';
 export const AUDIT_MAX_LIMIT = 500;
 export const AUDIT_DEFAULT_LIMIT = 50;
 /** Events one request may read at least (10 × limit when that is more). */
-export const AUDIT_SCAN_FLOOR = 1000;
+const AUDIT_SCAN_FLOOR = 1000;
 const SCAN_PER_RESULT = 10;
 /** How far instance clocks may drift from the store's and `since`/`until` still hold exactly. */
-export const AUDIT_CLOCK_SKEW_MS = 30_000;
+const AUDIT_CLOCK_SKEW_MS = 30_000;
 
 export interface AuditQuery {
   filter: AuditFilter;

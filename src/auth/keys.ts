@@ -10,14 +10,14 @@ import type { Ed25519PublicKey, Ed25519Verifier } from './ed25519-verify.ts';
 import type { PublicJwk } from '../domain/types.ts';
 
 /** Key types agentgate can verify, and the JWS `alg` each one signs with. */
-export const KEY_TYPES = { Ed25519: 'EdDSA', 'P-256': 'ES256' } as const;
+const KEY_TYPES = { Ed25519: 'EdDSA', 'P-256': 'ES256' } as const;
 export type KeyType = keyof typeof KEY_TYPES;
 export type JwsAlgorithm = (typeof KEY_TYPES)[KeyType];
 
 const b64url = z.string().regex(/^[A-Za-z0-9_-]+$/, 'must be base64url').max(1024);
 
 /** Any JWK-looking object; members are checked per key type by keyTypeOf. */
-export const publicJwkSchema = z
+const publicJwkSchema = z
   .object({
     kty: z.string().max(16),
     crv: z.string().max(32).optional(),
@@ -31,7 +31,7 @@ export const publicJwkSchema = z
   .loose();
 
 /** The key type of a JWK as named in discovery `algorithms` ("Ed25519", "P-256", "RSA", ...). */
-export function keyTypeName(jwk: { kty: string; crv?: string | undefined }): string {
+function keyTypeName(jwk: { kty: string; crv?: string | undefined }): string {
   if (jwk.kty === 'OKP' || jwk.kty === 'EC') return jwk.crv ?? jwk.kty;
   return jwk.kty;
 }
@@ -82,7 +82,7 @@ export function jwkThumbprint(jwk: PublicJwk): string {
   return createHash('sha256').update(canonical).digest('base64url');
 }
 
-export function algorithmFor(jwk: PublicJwk): JwsAlgorithm {
+function algorithmFor(jwk: PublicJwk): JwsAlgorithm {
   const typeName = keyTypeName(jwk);
   if (typeName === 'Ed25519' || typeName === 'P-256') return KEY_TYPES[typeName];
   throw new Error(`stored key of unsupported type ${typeName}`);

@@ -6,7 +6,7 @@ import { z } from 'zod';
 
 const jsonSchemaObject = z.record(z.string(), z.unknown());
 
-export const handlerSchema = z.discriminatedUnion('type', [
+const handlerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('echo') }).strict(),
   /** Always fails: a demonstration of how backend failures surface (500 internal_error). */
   z.object({ type: z.literal('fail') }).strict(),
@@ -19,9 +19,8 @@ export const handlerSchema = z.discriminatedUnion('type', [
     })
     .strict(),
 ]);
-export type HandlerSpec = z.infer<typeof handlerSchema>;
 
-export const capabilitySchema = z
+const capabilitySchema = z
   .object({
     name: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)'),
     description: z.string().min(1).max(2000),

@@ -14,7 +14,6 @@ export const EXIT = {
   unreachable: 3,
 } as const;
 
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
 /** The command line (or a local file it names) is wrong; `help` names the command whose usage to show. */
 export class UsageError extends Error {

@@ -14,8 +14,8 @@ export const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   help: { type: 'boolean', short: 'h', description: 'show help' },
 };
 
-export const DEFAULT_URL = 'http://127.0.0.1:3000';
-export const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_URL = 'http://127.0.0.1:3000';
+const DEFAULT_TIMEOUT_MS = 10_000;
 /** Ten minutes: longer than any request should take, short enough that a stuck script ends. */
 const MAX_TIMEOUT_MS = 600_000;
 

@@ -19,7 +19,7 @@ export interface CliInput {
   stop: AbortSignal;
 }
 
-export async function runCli(input: CliInput): Promise<number> {
+async function runCli(input: CliInput): Promise<number> {
   const { argv, io } = input;
   // Known before parsing, so even a usage error answers in JSON when JSON was asked for.
   const json = argv.slice(0, argv.includes('--') ? argv.indexOf('--') : argv.length).includes('--json');

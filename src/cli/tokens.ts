@@ -6,7 +6,7 @@ import { SignJWT } from 'jose';
 import type { PublicJwk, SigningAlgorithm } from './keys.ts';
 
 /** The server's default cap on exp - iat (JWT_MAX_LIFETIME_SECONDS); a server set below 60 s refuses these tokens. */
-export const TOKEN_LIFETIME_SECONDS = 60;
+const TOKEN_LIFETIME_SECONDS = 60;
 
 export interface HostRegistrationClaimsInput {
   hostThumbprint: string;

@@ -15,7 +15,7 @@ export class DeadlineError extends Error {
 }
 
 /** How often pending deadlines are checked: the most a deadline may fire late. */
-export const SWEEP_INTERVAL_MS = 20;
+const SWEEP_INTERVAL_MS = 20;
 
 interface Pending {
   deadlineMs: number;

@@ -8,7 +8,7 @@ import { invisibleCharacters, jsonText } from './consent-text.ts';
 import { checkConstraintSize } from './limits.ts';
 import type { Constraints } from './types.ts';
 
-export const MAX_CONSTRAINED_FIELDS = 64;
+const MAX_CONSTRAINED_FIELDS = 64;
 const FIELD_NAME = /^[^\s]{1,128}$/;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>

@@ -18,7 +18,7 @@ function laterDecision(a: GrantRecord & { status: Decided }, b: GrantRecord & { 
 }
 
 /** The newest decided grant (active, denied or revoked) of a capability, ignoring pending ones. */
-export function lastDecided(grants: readonly GrantRecord[], capability: string): (GrantRecord & { status: Decided }) | undefined {
+function lastDecided(grants: readonly GrantRecord[], capability: string): (GrantRecord & { status: Decided }) | undefined {
   let latest: (GrantRecord & { status: Decided }) | undefined;
   for (const g of grants) {
     if (g.capability !== capability || g.status === 'pending') continue;

@@ -21,7 +21,7 @@ export const GRANT_LIMITS = {
 const tooLarge = (message: string) => new ApiError('invalid_request', message);
 
 /** Depth of a JSON value: a scalar is 0, `{}` and `[]` are 1. Callers pass values of bounded depth. */
-export function jsonDepth(value: unknown): number {
+function jsonDepth(value: unknown): number {
   if (value === null || typeof value !== 'object') return 0;
   let deepest = 0;
   for (const child of Object.values(value)) deepest = Math.max(deepest, jsonDepth(child));

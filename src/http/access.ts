@@ -14,13 +14,13 @@ import { methodLabel, routeLabel, RoutePatterns } from '../metrics/labels.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { newRequestContext, runInRequestContext, type RequestContext } from '../request-context.ts';
 
-export const REQUEST_ID_HEADER = 'X-Request-Id';
+const REQUEST_ID_HEADER = 'X-Request-Id';
 
 /**
  * The status an access line and the metrics give a request whose client went away before its
  * answer was sent (nginx's convention), so an abandoned request is not counted as a 200.
  */
-export const CLIENT_CLOSED_STATUS = 499;
+const CLIENT_CLOSED_STATUS = 499;
 
 /** The request's context, set by the access middleware (absent for requests it never saw). */
 export function requestContextOf(res: Response): RequestContext | undefined {
@@ -79,7 +79,7 @@ interface RouterLayer {
  * Every path pattern the app's routes declare, through routers added with `app.use(router)`.
  * Express 5 exposes its router as `app.router`; its layers are read, never changed.
  */
-export function declaredRoutes(app: unknown): string[] {
+function declaredRoutes(app: unknown): string[] {
   const patterns: string[] = [];
   const visit = (stack: RouterLayer[] | undefined) => {
     for (const layer of stack ?? []) {

@@ -6,7 +6,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { ApiError } from '../errors.ts';
 
 /** True when `value` nests objects and arrays more than `maxDepth` levels deep (`{}` is 1 level). */
-export function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
+function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
   const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
   while (stack.length > 0) {
     const { value: current, depth } = stack.pop()!;

@@ -64,7 +64,7 @@ function errorObject(codes: ErrorCode[], requestId: boolean) {
 }
 
 /** Every refusal: `{error, message, ...}` with the status the code has in src/errors.ts. */
-export const errorSchema = errorObject(ERROR_CODES, true).describe('Every refusal. The HTTP status is the one its code has in src/errors.ts');
+const errorSchema = errorObject(ERROR_CODES, true).describe('Every refusal. The HTTP status is the one its code has in src/errors.ts');
 
 /** A refusal with `status`: the same body, its `error` one of the codes with that status. */
 export const errorSchemaFor = (status: number) =>
@@ -92,7 +92,7 @@ export const discoverySchema = z.object({
 
 const policyIdentity = { sha256: z.string(), generation: z.number().int(), loaded_at: isoTime };
 
-export const healthSchema = z.object({
+const healthSchema = z.object({
   status: z.literal('ok'),
   uptime_seconds: seconds('how long the process has run'),
   policy: z.object(policyIdentity).describe('the policy artefact this instance enforces'),
@@ -105,35 +105,35 @@ const readinessChecksSchema = z.object({
   operators: z.object({ ...check, builtin: z.array(z.string()).optional(), plugins: z.array(z.string()).optional() }),
 });
 
-export const readySchema = z.object({ status: z.literal('ready'), checks: readinessChecksSchema }).describe('Readiness: this instance can do its work');
+const readySchema = z.object({ status: z.literal('ready'), checks: readinessChecksSchema }).describe('Readiness: this instance can do its work');
 
-export const notReadySchema = errorObject(['service_unavailable'], true).extend({
+const notReadySchema = errorObject(['service_unavailable'], true).extend({
   status: z.literal('not_ready'),
   checks: readinessChecksSchema.describe('which part is not ready, and why'),
 }).describe('Not ready: the error body of a 503, with the checks that say what is wrong');
 
 // ---- the protocol's other answers --------------------------------------------------------------
 
-export const requestCapabilityResponseSchema = z.object({
+const requestCapabilityResponseSchema = z.object({
   agent_id: z.string(),
   status: z.enum(['active', 'pending']).describe('pending while a person must approve some of the capabilities'),
   agent_capability_grants: z.array(grantViewSchema).describe('the grants this request made'),
   approval: approvalViewSchema.optional(),
 });
 
-export const deviceCodeResponseSchema = approvalViewSchema.omit({ method: true }).extend({
+const deviceCodeResponseSchema = approvalViewSchema.omit({ method: true }).extend({
   device_code: z.string().describe("the approval's id"),
 }).describe('RFC 8628 §3.2: a fresh code for an agent waiting for approval');
 
-export const agentRevokedSchema = z.object({ agent_id: z.string(), status: z.literal('revoked') });
-export const agentKeyRotatedSchema = z.object({ agent_id: z.string(), status: agentStatus });
-export const capabilitiesRevokedSchema = z.object({
+const agentRevokedSchema = z.object({ agent_id: z.string(), status: z.literal('revoked') });
+const agentKeyRotatedSchema = z.object({ agent_id: z.string(), status: agentStatus });
+const capabilitiesRevokedSchema = z.object({
   agent_id: z.string(),
   revoked: z.array(z.string()).describe('the capabilities whose grants were revoked'),
   grant_ids: z.array(z.string()),
 });
 
-export const introspectionSchema = z.discriminatedUnion('active', [
+const introspectionSchema = z.discriminatedUnion('active', [
   z.object({ active: z.literal(false) }),
   z.object({
     active: z.literal(true),
@@ -146,18 +146,18 @@ export const introspectionSchema = z.discriminatedUnion('active', [
   }),
 ]).describe('Protocol §4.12: `{active: false}` for any token that is not a valid agent JWT now');
 
-export const hostKeyRotatedSchema = z.object({ host_id: z.string(), status: hostStatus });
-export const hostRevokedSchema = z.object({ host_id: z.string(), status: hostStatus.describe('revoked'), agents_revoked: z.number().int().min(0) });
+const hostKeyRotatedSchema = z.object({ host_id: z.string(), status: hostStatus });
+const hostRevokedSchema = z.object({ host_id: z.string(), status: hostStatus.describe('revoked'), agents_revoked: z.number().int().min(0) });
 
 const grantStatusForViewer = z.enum(['granted', 'not_granted']).optional().describe("for an agent's JWT only: whether it holds the capability");
 
-export const capabilityListSchema = z.object({
+const capabilityListSchema = z.object({
   capabilities: z.array(z.object({ name: z.string(), description: z.string(), location: z.url().optional(), grant_status: grantStatusForViewer })),
   next_cursor: z.string().nullable().describe('pass as `cursor` for the next page; null on the last'),
   has_more: z.boolean(),
 });
 
-export const capabilityDescriptionSchema = z.object({
+const capabilityDescriptionSchema = z.object({
   name: z.string(),
   description: z.string(),
   location: z.url().optional(),
@@ -166,7 +166,7 @@ export const capabilityDescriptionSchema = z.object({
   grant_status: grantStatusForViewer,
 });
 
-export const executeResponseSchema = z.object({ data: z.unknown().describe("the capability's answer") });
+const executeResponseSchema = z.object({ data: z.unknown().describe("the capability's answer") });
 
 /** A failed batch call: the error body execute would answer for it alone, plus `code` and `retry_after`. */
 const batchCallErrorSchema = errorObject(ERROR_CODES, false).extend({
@@ -174,7 +174,7 @@ const batchCallErrorSchema = errorObject(ERROR_CODES, false).extend({
   retry_after: seconds('when a budget refused the call: when to retry').optional(),
 });
 
-export const batchResponseSchema = z.object({
+const batchResponseSchema = z.object({
   responses: z.array(z.discriminatedUnion('status', [
     z.object({ id: z.string().describe("the request's id, or its index in the batch"), status: z.literal('completed'), data: z.unknown().describe('what execute would answer as data') }),
     z.object({ id: z.string().describe("the request's id, or its index in the batch"), status: z.literal('failed'), error: batchCallErrorSchema }),
@@ -183,13 +183,13 @@ export const batchResponseSchema = z.object({
 
 // ---- admin API -----------------------------------------------------------------------------
 
-export const adminApprovalsSchema = z.object({
+const adminApprovalsSchema = z.object({
   approvals: z.array(waitingAgentViewSchema).describe('oldest registration first'),
   truncated: z.boolean().describe('more agents wait than were listed'),
 });
-export const policyInfoSchema = z.object(policyIdentity).describe('The active policy artefact');
-export const policyReloadedSchema = z.object({ sha256: z.string(), generation: z.number().int() });
-export const operatorsSchema = z.object({
+const policyInfoSchema = z.object(policyIdentity).describe('The active policy artefact');
+const policyReloadedSchema = z.object({ sha256: z.string(), generation: z.number().int() });
+const operatorsSchema = z.object({
   operators: z.array(z.object({
     name: z.string(),
     kind: z.enum(['built-in', 'plugin']),
@@ -197,11 +197,11 @@ export const operatorsSchema = z.object({
     source: z.string().describe("the plugin's file name, or built-in"),
   })),
 });
-export const operatorsReloadedSchema = z.object({ operators: z.array(z.string()).describe('every operator known after the reload') });
-export const capabilityRemovalSchema = z.object({ name: z.string(), removed: z.boolean() });
+const operatorsReloadedSchema = z.object({ operators: z.array(z.string()).describe('every operator known after the reload') });
+const capabilityRemovalSchema = z.object({ name: z.string(), removed: z.boolean() });
 
 /** An audit event (src/audit/events.ts): a few named members, and small flat details. */
-export const auditEventSchema = z.object({
+const auditEventSchema = z.object({
   id: z.string().describe('also its position in the trail'),
   at: isoTime,
   type: z.string().describe('`<subject>.<what happened>`, e.g. execute.allowed'),
@@ -214,24 +214,24 @@ export const auditEventSchema = z.object({
   code: z.string().optional(),
 }).catchall(z.union([z.string(), z.number(), z.boolean(), z.array(z.string())]));
 
-export const auditPageSchema = z.object({
+const auditPageSchema = z.object({
   events: z.array(auditEventSchema),
   next_cursor: z.string().nullable().describe('pass as `cursor` for the next page; null on the last'),
 });
 
 // ---- people's API ----------------------------------------------------------------------------
 
-export const personSchema = z.object({
+const personSchema = z.object({
   person_id: z.string(),
   name: z.string().optional(),
   email: z.string().optional(),
   csrf_token: z.string().describe('repeat it in X-CSRF-Token on every POST'),
   signed_in_at: isoTime,
 });
-export const personHostsSchema = z.object({ hosts: z.array(hostViewSchema) });
+const personHostsSchema = z.object({ hosts: z.array(hostViewSchema) });
 const nextCursor = z.string().nullable().describe('pass it as ?cursor= for the next page; null when this page read the last agent');
-export const personAgentsSchema = z.object({ agents: z.array(agentViewSchema), next_cursor: nextCursor });
-export const personApprovalsSchema = z.object({
+const personAgentsSchema = z.object({ agents: z.array(agentViewSchema), next_cursor: nextCursor });
+const personApprovalsSchema = z.object({
   next_cursor: nextCursor,
   approvals: z.array(z.object({
     approval_id: z.string(),
@@ -249,9 +249,9 @@ export const personApprovalsSchema = z.object({
     })),
   })),
 });
-export const personGrantSchema = z.object({ agent_id: z.string(), grant: grantViewSchema });
-export const hostUnlinkedSchema = hostRevokedSchema.extend({ linked: z.boolean() });
-export const personPasskeysSchema = z.object({
+const personGrantSchema = z.object({ agent_id: z.string(), grant: grantViewSchema });
+const hostUnlinkedSchema = hostRevokedSchema.extend({ linked: z.boolean() });
+const personPasskeysSchema = z.object({
   passkeys: z.array(z.object({
     passkey_id: z.string().describe('the credential id (base64url)'),
     created_at: isoTime,
@@ -259,8 +259,8 @@ export const personPasskeysSchema = z.object({
     transports: z.array(z.string()).optional(),
   })),
 });
-export const passkeyRemovedSchema = z.object({ passkey_id: z.string(), removed: z.literal(true) });
-export const passkeysRemovedSchema = z.object({ user_id: z.string(), passkeys_removed: z.number().int().min(0) });
+const passkeyRemovedSchema = z.object({ passkey_id: z.string(), removed: z.literal(true) });
+const passkeysRemovedSchema = z.object({ user_id: z.string(), passkeys_removed: z.number().int().min(0) });
 
 /**
  * Every answer, by the component name the OpenAPI document gives it, and the parts answers share

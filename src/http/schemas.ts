@@ -28,13 +28,13 @@ const carriedMembers = (what: string) => (value: Record<string, unknown>, ctx: z
 };
 
 /** `arguments`: a JSON object with a bounded number of top-level fields, each carried as sent. */
-export const argumentsSchema = plainObject
+const argumentsSchema = plainObject
   .refine((v) => Object.keys(v).length <= MAX_ARGUMENTS, `at most ${MAX_ARGUMENTS} arguments`)
   .superRefine(carriedMembers('argument'));
 
 export const constraintsSchema = plainObject.superRefine(carriedMembers('the constraint on')).describe('{field: exact-value} or {field: {operator: operand}}');
 
-export const capabilityRequestSchema = z.union([
+const capabilityRequestSchema = z.union([
   capabilityName,
   z.object({ name: capabilityName, constraints: constraintsSchema.optional() }),
 ]);

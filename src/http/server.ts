@@ -25,7 +25,7 @@ export type HttpServerConfig = Pick<
  * this interval (30 s by default), so a trickle would otherwise live up to the timeout plus 30 s.
  * At half the headers timeout, capped at 1 s, it is cut within the timeout plus at most 1 s.
  */
-export function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {
+function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {
   return Math.max(50, Math.min(1000, Math.floor(headersTimeoutMs / 2)));
 }
 

@@ -22,7 +22,7 @@ export const approvalViewSchema = z.object({
 }).describe('Protocol §10: how a person approves (RFC 8628 device authorization)');
 
 const grantIdentity = { id: z.string(), capability: z.string() };
-export const activeGrantViewSchema = z.object({
+const activeGrantViewSchema = z.object({
   ...grantIdentity,
   status: z.literal('active'),
   constraints: jsonObject.optional(),
@@ -33,8 +33,8 @@ export const activeGrantViewSchema = z.object({
   input: jsonObject.optional().describe("the capability's input JSON Schema"),
   output: jsonObject.optional().describe("the capability's output JSON Schema"),
 });
-export const pendingGrantViewSchema = z.object({ ...grantIdentity, status: z.literal('pending'), constraints: jsonObject.optional(), reason: z.string().optional() });
-export const closedGrantViewSchema = z.object({ ...grantIdentity, status: z.enum(['denied', 'revoked']), reason: z.string().optional(), denied_by: z.string().optional() });
+const pendingGrantViewSchema = z.object({ ...grantIdentity, status: z.literal('pending'), constraints: jsonObject.optional(), reason: z.string().optional() });
+const closedGrantViewSchema = z.object({ ...grantIdentity, status: z.enum(['denied', 'revoked']), reason: z.string().optional(), denied_by: z.string().optional() });
 export const grantViewSchema = z.discriminatedUnion('status', [activeGrantViewSchema, pendingGrantViewSchema, closedGrantViewSchema])
   .describe('Protocol §8.3: a grant; an active one carries its constraints and the capability\'s schemas');
 

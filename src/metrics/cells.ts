@@ -78,7 +78,7 @@ export class CounterFamily<L extends string> extends Family<L, CounterCell> {
   }
 }
 
-export class HistogramCell {
+class HistogramCell {
   /** Observations per bucket, not cumulative; the last slot counts those above every bound. */
   readonly counts: Float64Array;
   sum = 0;

@@ -41,7 +41,7 @@ export interface MetricsSources {
 }
 
 /** Pending approvals are counted up to this many per kind (the store lists at most this many ids). */
-export const PENDING_COUNT_LIMIT = 10_000;
+const PENDING_COUNT_LIMIT = 10_000;
 
 const noop = (): void => {};
 

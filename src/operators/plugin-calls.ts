@@ -62,7 +62,7 @@ export function answersFor(calls: readonly PluginCall[], allowed: readonly boole
  * One string per (name, operand, actual), equal for equal JSON values whatever their key order: the
  * policy hands values back after a trip through wasm, which sorts object keys.
  */
-export function callKey(name: string, operand: unknown, actual: unknown): string {
+function callKey(name: string, operand: unknown, actual: unknown): string {
   return canonicalJson([name, operand, actual]);
 }
 

@@ -11,7 +11,7 @@ const PLUGIN_FILE = /^(?!.*\.(test|spec|d)\.[cm]?[jt]s$)[^.].*\.(ts|mts|js|mjs)$
 const OPERATOR_NAME = /^[a-z][a-z0-9_]{0,63}$/;
 const MAX_PLUGINS = 256;
 
-export class PluginLoadError extends Error {
+class PluginLoadError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'PluginLoadError';
@@ -49,7 +49,7 @@ const pluginExportsSchema = z.object({
 });
 
 /** Checks one module's exports: a default export object, or named exports. */
-export function definitionFrom(module: Record<string, unknown>, source: string, moduleUrl?: string): OperatorDefinition {
+function definitionFrom(module: Record<string, unknown>, source: string, moduleUrl?: string): OperatorDefinition {
   const exported = module.default && typeof module.default === 'object' ? module.default : module;
   const parsed = pluginExportsSchema.safeParse(exported);
   if (!parsed.success) {

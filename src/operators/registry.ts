@@ -2,11 +2,9 @@
 // policy, plus plugin operators loaded from plugins/, which the policy reaches through the custom
 // builtin `agentgate.operator(name, operand, actual)`. The registry knows every operator's operand
 // schema, so grants are validated when they are requested, not when they are used. The server
-// evaluates plugins in worker threads (sandbox.ts); `evaluate` here is the same reading in process,
-// for tests and benchmarks.
+// evaluates plugins in worker threads (sandbox.ts), with the reading of an answer in outcome.ts.
 import { z } from 'zod';
 import { GRANT_LIMITS } from '../domain/limits.ts';
-import { runOperator } from './outcome.ts';
 import type { WorkerModule } from './sandbox-worker.ts';
 
 /** What a plugin module provides (see plugins/README.md). */
@@ -91,21 +89,5 @@ export class OperatorRegistry {
   /** What the plugin workers import: every plugin that came from a file. */
   pluginModules(): WorkerModule[] {
     return [...this.#byName.values()].flatMap((d) => (d.evaluate && d.moduleUrl ? [{ name: d.name, url: d.moduleUrl }] : []));
-  }
-
-  /**
-   * A plugin operator evaluated in process. Never throws (an exception inside a wasm builtin
-   * corrupts the instance): an unknown operator, an operand that no longer fits the plugin's
-   * schema, an exception, a promise or any answer but `true` reads as a violation.
-   */
-  evaluate(name: string, operand: unknown, actual: unknown): boolean {
-    const plugin = this.#byName.get(name);
-    if (!plugin?.evaluate) return false;
-    try {
-      if (!plugin.operand.safeParse(operand).success) return false;
-    } catch {
-      return false;
-    }
-    return runOperator(plugin.evaluate as (operand: unknown, actual: unknown) => unknown, operand, actual).kind === 'allowed';
   }
 }

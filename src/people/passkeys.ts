@@ -60,7 +60,7 @@ export function passkeySettingsFor(issuer: string, providerName: string): Passke
 const ALGORITHMS = [-7, -257];
 /** A ceremony must finish within this; an older challenge is refused. */
 const CHALLENGE_TTL_MS = 5 * 60_000;
-export const MAX_PASSKEYS = 20;
+const MAX_PASSKEYS = 20;
 /**
  * A person's first passkey needs credentials entered at the identity provider this recently (a
  * sign-in with prompt=login whose auth_time fell within our flow): the browser session alone, which

@@ -47,7 +47,7 @@ export function instrumentPolicy(engine: PolicyEngine, metrics: Metrics, logger:
  * The argument values replaced by their JSON type, the keys kept: a debug line may say which
  * fields a call carried, never what was in them.
  */
-export function redactArgumentValues(args: Record<string, unknown>): Record<string, string> {
+function redactArgumentValues(args: Record<string, unknown>): Record<string, string> {
   const redacted: Record<string, string> = {};
   for (const key of Object.keys(args)) {
     const value = args[key];

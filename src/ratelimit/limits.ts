@@ -16,14 +16,14 @@ export type LimitName = (typeof LIMIT_NAMES)[number];
 
 /** Wrong user codes one session may enter per window before it must wait. */
 export const USER_CODE_SESSION_ATTEMPTS = 5;
-export const USER_CODE_SESSION_WINDOW_SECONDS = 15 * 60;
+const USER_CODE_SESSION_WINDOW_SECONDS = 15 * 60;
 
 export interface LimitSpec {
   points: number;
   durationSeconds: number;
 }
 
-export function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
+function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
   return {
     agent: { points: config.RATE_LIMIT_AGENT_PER_MINUTE, durationSeconds: 60 },
     host: { points: config.RATE_LIMIT_HOST_PER_MINUTE, durationSeconds: 60 },

@@ -97,7 +97,7 @@ export async function authenticateCalls(
   const hostPoints = deps.limits.consume('host', key.hostId, calls);
   // Execute's one call is the request: its capability's budget refuses it as the agent's or host's
   // do, and whichever refused first (the capability's, sent first) answers, as execute always has.
-  // In a batch that budget's verdict belongs to its call alone (executeCall reads it).
+  // In a batch that budget's verdict belongs to its call alone (auditedCall reads it).
   const onlyPoint = endpoint === 'execute' ? capabilityPoints[0] : null;
   const budgetsVerdict = Promise.all(onlyPoint ? [onlyPoint, agentPoints, hostPoints] : [agentPoints, hostPoints]);
   budgetsVerdict.catch(() => {});
@@ -140,18 +140,10 @@ export async function authenticateCalls(
 }
 
 /**
- * Steps 6 (the capability's own budget) to 9 for one call of an authenticated request: its own
- * grants, arguments and constraints decide, and its refusal concerns it alone.
- */
-export async function executeCall(
-  deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
-): Promise<unknown> {
-  return runDecidedCall(deps, authenticated, await decideCall(deps, authenticated, request, capabilityPoint));
-}
-
-/**
- * executeCall, recorded in the audit trail: `execute.refused` with the code of a refusal in steps
- * 6–8, else `execute.allowed` with the outcome of running it (completed, or failed and its code).
+ * Steps 6 (the capability's own budget) to 9 for one call of an authenticated request, recorded in
+ * the audit trail: its own grants, arguments and constraints decide (decideCall), and its refusal
+ * concerns it alone (`execute.refused` with its code); an allowed call runs (runDecidedCall) and is
+ * recorded as `execute.allowed` with the outcome (completed, or failed and its code).
  */
 export async function auditedCall(
   deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null, context: CallContext,
@@ -182,7 +174,7 @@ export interface AllowedCall {
 }
 
 /** Steps 6–8 for one call: a refusal throws; an allowed call is returned to run. */
-export async function decideCall(
+async function decideCall(
   deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
 ): Promise<AllowedCall> {
   const { agent, grants, nowMs, capabilityClaim } = authenticated;
@@ -221,7 +213,7 @@ export async function decideCall(
 }
 
 /** Step 9: run the handler of an allowed call. */
-export async function runDecidedCall(deps: ServiceDeps, authenticated: AuthenticatedCalls, call: AllowedCall): Promise<unknown> {
+async function runDecidedCall(deps: ServiceDeps, authenticated: AuthenticatedCalls, call: AllowedCall): Promise<unknown> {
   const { agent } = authenticated;
   const { capability } = call;
   try {

@@ -16,7 +16,7 @@ import { transitionAgent } from './transitions.ts';
  * and every agent it visited (a withdrawal confirms all of them: a repeat of one that was not yet
  * durable changes nothing, yet must still confirm what the first attempt wrote).
  */
-export async function cascadeToAgents(
+async function cascadeToAgents(
   deps: ServiceDeps, hostId: string, decide: (snapshot: AgentSnapshot) => AgentChange | null,
 ): Promise<{ changed: number; agentIds: string[] }> {
   let changed = 0;

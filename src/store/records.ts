@@ -66,7 +66,7 @@ export type PatchOf<R, T> = Partial<Pick<R, PatchKeys<T, 'set'> & keyof R>> & {
 // Field order is the order records are written and decoded in; keep it the order of domain/types.ts.
 
 /** Only the public members a JWK may carry: a private `d` is not in the table, so it never reaches storage. */
-export const JWK_FIELDS = {
+const JWK_FIELDS = {
   kty: { kind: 'string' },
   crv: { kind: 'string', optional: true },
   x: { kind: 'string', optional: true },
@@ -75,7 +75,7 @@ export const JWK_FIELDS = {
   e: { kind: 'string', optional: true },
 } as const satisfies FieldTable<PublicJwk>;
 
-export const APPROVAL_FIELDS = {
+const APPROVAL_FIELDS = {
   id: { kind: 'string' },
   grantIds: { kind: 'list' },
   createdAtMs: { kind: 'number' },

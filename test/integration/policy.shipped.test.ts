@@ -15,6 +15,7 @@ import { OperatorRegistry } from '../../src/operators/registry.ts';
 import { loadPolicyEngine } from '../../src/policy/engine.ts';
 import type { ExecuteInput, GrantsInput } from '../../src/policy/types.ts';
 import { SHIPPED_POLICY } from '../support/policies.ts';
+import { evaluateInProcess } from '../support/operators.ts';
 
 const POLICIES = fileURLToPath(new URL('../../policies/', import.meta.url));
 const sha256 = (file: string) => createHash('sha256').update(readFileSync(path.join(POLICIES, file))).digest('hex');
@@ -53,7 +54,7 @@ describe('the shipped policy artefact', () => {
   it('is served by the engine with the shipped plugins, and every golden decision comes out unchanged', async () => {
     const registry = new OperatorRegistry(await loadPlugins(fileURLToPath(new URL('../../plugins', import.meta.url))));
     // Loading runs golden.json through the artefact, as agentgate does before it serves one.
-    const engine = await loadPolicyEngine({ ...SHIPPED_POLICY, operator: (name, operand, actual) => registry.evaluate(name, operand, actual) });
+    const engine = await loadPolicyEngine({ ...SHIPPED_POLICY, operator: (name, operand, actual) => evaluateInProcess(registry, name, operand, actual) });
     expect(engine.info().sha256).toBe(manifest.wasm.sha256);
     const golden = JSON.parse(readFileSync(SHIPPED_POLICY.goldenPath, 'utf8')) as GoldenCase[];
     expect(new Set(golden.map((c) => c.entrypoint))).toEqual(new Set(['agentgate/grants', 'agentgate/execute']));

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadPlugins } from '../../src/operators/plugin-loader.ts';
 import { OperatorRegistry } from '../../src/operators/registry.ts';
+import { evaluateInProcess } from '../support/operators.ts';
 
 let dir: string;
 
@@ -45,8 +46,8 @@ describe('plugin loader', () => {
     expectShippedPlugins(loaded.map((p) => p.name));
     const registry = new OperatorRegistry(loaded);
     expect(registry.has('ends_with')).toBe(true);
-    expect(registry.evaluate('ends_with', 'Z', 'ABZ')).toBe(true);
-    expect(registry.evaluate('ends_with', 'Z', 'ABC')).toBe(false);
+    expect(evaluateInProcess(registry, 'ends_with', 'Z', 'ABZ')).toBe(true);
+    expect(evaluateInProcess(registry, 'ends_with', 'Z', 'ABC')).toBe(false);
   });
 
   it('loads named exports and default-export objects, skipping tests and non-code files', async () => {
@@ -56,8 +57,8 @@ describe('plugin loader', () => {
     await writeFile(join(dir, 'README.md'), '# docs');
     const registry = new OperatorRegistry(await loadPlugins(dir));
     expect(registry.names()).toEqual(['eq', 'min', 'max', 'in', 'not_in', 'one', 'two']);
-    expect(registry.evaluate('one', 'x', 'x')).toBe(true);
-    expect(registry.evaluate('one', 'x', 'y')).toBe(false);
+    expect(evaluateInProcess(registry, 'one', 'x', 'x')).toBe(true);
+    expect(evaluateInProcess(registry, 'one', 'x', 'y')).toBe(false);
   });
 
   it('names the file and every missing export of a broken plugin', async () => {
@@ -95,10 +96,10 @@ describe('plugin loader', () => {
     await writeFile(join(dir, 'thrower.mjs'), plugin('thrower', 'throw new Error("boom");'));
     await writeFile(join(dir, 'truthy.mjs'), plugin('truthy', 'return "yes";'));
     const registry = new OperatorRegistry(await loadPlugins(dir));
-    expect(registry.evaluate('thrower', 'x', 'x')).toBe(false);
-    expect(registry.evaluate('truthy', 'x', 'x')).toBe(false);
-    expect(registry.evaluate('truthy', 42, 'x')).toBe(false);
-    expect(registry.evaluate('nobody', 'x', 'x')).toBe(false);
-    expect(registry.evaluate('max', 5, 1)).toBe(false);
+    expect(evaluateInProcess(registry, 'thrower', 'x', 'x')).toBe(false);
+    expect(evaluateInProcess(registry, 'truthy', 'x', 'x')).toBe(false);
+    expect(evaluateInProcess(registry, 'truthy', 42, 'x')).toBe(false);
+    expect(evaluateInProcess(registry, 'nobody', 'x', 'x')).toBe(false);
+    expect(evaluateInProcess(registry, 'max', 5, 1)).toBe(false);
   });
 });

@@ -17,6 +17,7 @@ import type { WasmPolicyEngine } from '../../src/policy/engine.ts';
 import type { ExecuteInput } from '../../src/policy/types.ts';
 import { SERVICE_POLICY } from '../support/policies.ts';
 import { CONSTRAINT_CASES, type ConstraintCase } from '../support/constraint-cases.ts';
+import { evaluateInProcess } from '../support/operators.ts';
 
 
 const root = new URL('../../', import.meta.url);
@@ -43,7 +44,7 @@ describe('constraint cases through the compiled policy', () => {
     registry = new OperatorRegistry(await loadPlugins(new URL('plugins', root).pathname));
     engine = await loadPolicyEngine({
       ...SERVICE_POLICY,
-      operator: (name, operand, actual) => registry.evaluate(name, operand, actual),
+      operator: (name, operand, actual) => evaluateInProcess(registry, name, operand, actual),
     });
   });
 

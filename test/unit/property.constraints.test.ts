@@ -23,6 +23,7 @@ import type { ExecuteOutput } from '../../src/policy/types.ts';
 import { validatedArguments } from '../../src/services/execute.ts';
 import { decide, numericString, PLUGIN_MODELS, REFUSED_PATTERNS, unjudgeable, wellFormed, type ModelOutcome, type ModelViolation } from '../support/constraint-model.ts';
 import { SERVICE_POLICY } from '../support/policies.ts';
+import { evaluateInProcess } from '../support/operators.ts';
 
 const SEED = 20_240_524;
 const DECISION_RUNS = 1500;
@@ -260,7 +261,7 @@ function codeOutcome(grants: readonly unknown[], given: Record<string, unknown>)
   const input = { now_ms: 1_767_225_600_000, agent: { id: 'agt_p', mode: 'delegated' as const, host_id: 'hst_p' }, capability: 'transfer', arguments: args, grants: stored };
   // The server asks the plugin workers first and lets the builtin answer from their results.
   const calls = pluginCalls(stored, args, (name) => registry.isPlugin(name));
-  const answers = answersFor(calls, calls.map((c) => registry.evaluate(c.name, c.operand, c.actual)));
+  const answers = answersFor(calls, calls.map((c) => evaluateInProcess(registry, c.name, c.operand, c.actual)));
   return { kind: 'decided', inProcess: engine.decideExecute(input), precomputed: engine.decideExecute(input, answers) };
 }
 
@@ -288,7 +289,7 @@ function expectSameOutcome(grants: readonly unknown[], given: Record<string, unk
 describe('constraint operators: the compiled policy agrees with a plain model on generated grants and arguments', () => {
   beforeAll(async () => {
     registry = new OperatorRegistry(await loadPlugins(new URL('plugins', root).pathname));
-    engine = await loadPolicyEngine({ ...SERVICE_POLICY, operator: (name, operand, actual) => registry.evaluate(name, operand, actual) });
+    engine = await loadPolicyEngine({ ...SERVICE_POLICY, operator: (name, operand, actual) => evaluateInProcess(registry, name, operand, actual) });
   });
 
   it('the model covers every built-in and every plugin operator agentgate ships, and the generators use each', () => {
@@ -329,7 +330,7 @@ describe('constraint operators: the compiled policy agrees with a plain model on
       const model = PLUGIN_MODELS[name]!;
       const schemaAccepts = registry.get(name)!.operand.safeParse(operand).success;
       expect(schemaAccepts, `${name} schema on ${JSON.stringify(operand)}`).toBe(model.operandOk(operand));
-      expect(registry.evaluate(name, operand, actual)).toBe(model.operandOk(operand) && model.passes(operand, actual));
+      expect(evaluateInProcess(registry, name, operand, actual)).toBe(model.operandOk(operand) && model.passes(operand, actual));
     }), { seed: SEED + 1, numRuns: OPERATOR_RUNS });
   });
 });

@@ -6,7 +6,7 @@ import { list, table } from '../output.ts';
 /** The server's own bound on the list (src/services/approvals/waiting.ts). */
 const MAX_LISTED = 500;
 
-export function approvalsTable(body: Record<string, unknown>): string {
+function approvalsTable(body: Record<string, unknown>): string {
   const items = Array.isArray(body.approvals) ? body.approvals.filter(isRecord) : [];
   if (items.length === 0) return 'no agents are waiting for approval\n';
   const rows = items.map((a) => [

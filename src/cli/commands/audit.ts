@@ -33,14 +33,14 @@ export function byTime(a: AuditEvent, b: AuditEvent): number {
 }
 
 /** One event on one line, for following: fields that are absent are left out. */
-export function eventLine(event: AuditEvent): string {
+function eventLine(event: AuditEvent): string {
   const fields = (['agent_id', 'host_id', 'outcome', 'code'] as const)
     .filter((name) => event[name] !== undefined && event[name] !== null)
     .map((name) => `${name.replace('_id', '')}=${safe(event[name])}`);
   return `${safe(event.at)}  ${safe(event.type)}${fields.length > 0 ? `  ${fields.join(' ')}` : ''}\n`;
 }
 
-export function eventsTable(events: readonly AuditEvent[]): string {
+function eventsTable(events: readonly AuditEvent[]): string {
   if (events.length === 0) return 'no audit events\n';
   return table(['at', 'type', 'agent', 'host', 'outcome', 'code'], events.map((e) => [e.at, e.type, e.agent_id ?? '-', e.host_id ?? '-', e.outcome ?? '-', e.code ?? '-']));
 }

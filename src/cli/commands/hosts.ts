@@ -4,7 +4,7 @@ import { readKeyFile, thumbprintOf } from '../keys.ts';
 import { keyValues, list } from '../output.ts';
 
 /** A host as `key value` lines (the admin API's host view). */
-export function hostLines(host: Record<string, unknown>, extra: ReadonlyArray<readonly [string, unknown]> = []): string {
+function hostLines(host: Record<string, unknown>, extra: ReadonlyArray<readonly [string, unknown]> = []): string {
   return keyValues([
     ['host_id', host.host_id],
     ['name', host.name],

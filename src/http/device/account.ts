@@ -27,7 +27,7 @@ import { signInUrl } from './sign-in.ts';
  * Agents on one page: a page a person reads and scrolls, each agent with its grants and forms.
  * Fewer than the API's 200 (MAX_AGENTS_PER_PAGE), read the same bounded way, with a link to the next.
  */
-export const AGENTS_PER_PAGE = 50;
+const AGENTS_PER_PAGE = 50;
 
 /** Where a machine that asks for `/` is sent: the protocol's discovery document (protocol §3). */
 const DISCOVERY_PATH = '/.well-known/agent-configuration';

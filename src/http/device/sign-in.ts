@@ -42,7 +42,7 @@ const PRE_SIGN_IN_TTL_MS = 15 * 60_000;
 const AUTH_TIME_SKEW_MS = 5_000;
 
 /** The sign-in cookie's name: `__Host-` on https, like the session cookie. */
-export const signInCookieName = (secure: boolean) => (secure ? '__Host-agentgate_signin' : 'agentgate_signin');
+const signInCookieName = (secure: boolean) => (secure ? '__Host-agentgate_signin' : 'agentgate_signin');
 
 /** A same-origin path to come back to after sign-in (people/sign-in/urls.ts decides); otherwise the code page. */
 export function safeReturnTo(value: unknown): string {

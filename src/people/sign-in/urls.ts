@@ -39,7 +39,7 @@ export function checkIssuer(issuer: string): IssuerPolicy {
 }
 
 /** Loopback names and addresses: localhost, 127.0.0.0/8 and [::1]. Other private ranges are networks, not loopback. */
-export function isLoopbackHost(hostname: string): boolean {
+function isLoopbackHost(hostname: string): boolean {
   if (hostname === 'localhost' || hostname === '[::1]') return true;
   // The URL parser has already normalised IPv4 forms such as 127.1 or 0x7f.0.0.1 into dotted quads.
   const octets = hostname.split('.');

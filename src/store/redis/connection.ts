@@ -55,7 +55,7 @@ export type RedisStoreOptions = CommonOptions &
 export type RedisConnection = Redis | Cluster;
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
-export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 export const DEFAULT_WAIT_TIMEOUT_MS = 500;
 
 /** Reconnect quickly at first, then every 2 s at most, forever: the service recovers on its own. */

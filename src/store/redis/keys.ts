@@ -57,7 +57,7 @@ export interface KeyLayout {
 }
 
 /** The hash tag of a key (`{...}`, as Redis Cluster hashes it), or the whole key without one. */
-export function hashTagOf(key: string): string {
+function hashTagOf(key: string): string {
   const open = key.indexOf('{');
   const close = open === -1 ? -1 : key.indexOf('}', open + 1);
   return close > open + 1 ? key.slice(open + 1, close) : key;

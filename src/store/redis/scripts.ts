@@ -57,7 +57,7 @@ end
  * Reads one agent atomically: hash, grants and session in one go, so a reader never sees half of a
  * concurrent transition. KEYS: agent, session, grants. Returns false when the agent does not exist.
  */
-export const GET_AGENT: ScriptDefinition = {
+const GET_AGENT: ScriptDefinition = {
   numberOfKeys: 3,
   lua: `
 local agent = redis.call('HGETALL', KEYS[1])
@@ -72,7 +72,7 @@ return {agent, redis.call('HVALS', KEYS[3]), redis.call('GET', KEYS[2])}
  * ARGV[1]: JSON {fields: [f, v, ...], grants: [[id, capability, json], ...], session?: "ms"}.
  * Returns 0 when the agent id already exists (nothing written), else 1.
  */
-export const CREATE_AGENT: ScriptDefinition = {
+const CREATE_AGENT: ScriptDefinition = {
   numberOfKeys: 4,
   lua: `${GRANT_INDEX_HELPERS}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -96,7 +96,7 @@ return 1
  * Returns {'ok'} | {'exists', owner id} | {'host_changed'} | {'too_many_agents'} | {'too_many_pending'};
  * every refusal writes nothing.
  */
-export const ADMIT_AGENT: ScriptDefinition = {
+const ADMIT_AGENT: ScriptDefinition = {
   numberOfKeys: 4,
   lua: `
 local owner = redis.call('GET', KEYS[1])
@@ -124,7 +124,7 @@ return {'ok'}
  * grants: [[id, capability, json], ...], session?: "ms"}.
  * Returns {'not_found'} | {'conflict'|'ok', agentFields, grantJsons, session|false}.
  */
-export const CAS_AGENT: ScriptDefinition = {
+const CAS_AGENT: ScriptDefinition = {
   numberOfKeys: 4,
   lua: `${GRANT_INDEX_HELPERS}
 local function snapshot(outcome)
@@ -152,7 +152,7 @@ return snapshot('ok')
  * and, only for a usable agent, the session is extended and lastUsedAtMs touched.
  * Returns {'ok', agentFields as read, session deadline as read or false, grant jsons}.
  */
-export const EXECUTE_ROUND_TRIP: ScriptDefinition = {
+const EXECUTE_ROUND_TRIP: ScriptDefinition = {
   numberOfKeys: 5,
   lua: `
 local flat = redis.call('HGETALL', KEYS[1])
@@ -203,7 +203,7 @@ return {'ok', flat, session, grants}
  * Claims a registration index for an agent. KEYS: index. ARGV: agent id.
  * Returns 'claimed' (written now), 'ours' (already this agent's) or 'taken' (another agent's).
  */
-export const CLAIM_INDEX: ScriptDefinition = {
+const CLAIM_INDEX: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
 local owner = redis.call('GET', KEYS[1])
@@ -217,7 +217,7 @@ return 'taken'
 };
 
 /** Writes a hash only if the key does not exist. KEYS: hash. ARGV: f, v, ... Returns 1 if written. */
-export const CREATE_HASH: ScriptDefinition = {
+const CREATE_HASH: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -232,7 +232,7 @@ return 1
  * ... Returns false when the host does not exist, {'ok', fields} when written, {'refused', fields}
  * when its status is not one of the allowed ones (nothing written).
  */
-export const UPDATE_HOST: ScriptDefinition = {
+const UPDATE_HOST: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -256,7 +256,7 @@ return {'ok', redis.call('HGETALL', KEYS[1])}
  * one. KEYS: host. ARGV: expected thumbprint, next thumbprint, next JWK json, updatedAtMs.
  * Returns {'ok'} | {'not_found'} | {'conflict', current thumbprint}.
  */
-export const ROTATE_HOST_KEY: ScriptDefinition = {
+const ROTATE_HOST_KEY: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
 local current = redis.call('HGET', KEYS[1], 'thumbprint')
@@ -268,7 +268,7 @@ return {'ok'}
 };
 
 /** Deletes a string key only while it still holds the given value. KEYS: key. ARGV: value. */
-export const DELETE_IF_VALUE: ScriptDefinition = {
+const DELETE_IF_VALUE: ScriptDefinition = {
   numberOfKeys: 1,
   lua: `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -281,7 +281,7 @@ return 0
  * grants-by-capability. ARGV: created-before ms. Deletes them only if the agent is still pending
  * and old enough; returns {hostId, keyThumbprint} when it deleted, false otherwise (one winner).
  */
-export const REMOVE_STALE_PENDING_AGENT: ScriptDefinition = {
+const REMOVE_STALE_PENDING_AGENT: ScriptDefinition = {
   numberOfKeys: 4,
   lua: `
 local agent = redis.call('HMGET', KEYS[1], 'status', 'createdAtMs', 'hostId', 'keyThumbprint')
@@ -295,7 +295,7 @@ return {agent[3], agent[4]}
  * The host-slot half: forgets a removed agent. KEYS: host agent set, host pending set, the
  * agent's (host, key) index. ARGV: agent id.
  */
-export const FORGET_REMOVED_AGENT: ScriptDefinition = {
+const FORGET_REMOVED_AGENT: ScriptDefinition = {
   numberOfKeys: 3,
   lua: `
 redis.call('SREM', KEYS[1], ARGV[1])
@@ -310,7 +310,7 @@ return 1
  * KEYS: host, host agent set, host pending set. ARGV: created-before ms. Returns its thumbprint
  * when it deleted, false otherwise.
  */
-export const REMOVE_STALE_PENDING_HOST: ScriptDefinition = {
+const REMOVE_STALE_PENDING_HOST: ScriptDefinition = {
   numberOfKeys: 3,
   lua: `
 local host = redis.call('HMGET', KEYS[1], 'status', 'createdAtMs', 'thumbprint')

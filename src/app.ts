@@ -50,7 +50,7 @@ import { redisCallDeadlineMs } from './common/deadline.ts';
 import { failClosedStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
 
-export interface AppDependencies {
+interface AppDependencies {
   config: Config;
   store: Store;
   clock: Clock;
@@ -72,7 +72,7 @@ export interface AppDependencies {
   metrics?: Metrics;
 }
 
-export interface App {
+interface App {
   app: Express;
   deps: ServiceDeps;
   metrics: Metrics;
@@ -166,7 +166,7 @@ function buildApp(input: AppDependencies): App {
 const OIDC_TIMEOUT_MS = 5000;
 
 /** What assembleService takes besides config; production passes only the logger and its metrics. */
-export interface AssemblyOptions {
+interface AssemblyOptions {
   logger: Logger;
   /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
   metrics?: Metrics;

@@ -16,7 +16,7 @@ const csv = <T extends string>(values: readonly [T, ...T[]]) =>
 const seconds = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 /** The proxies whose X-Forwarded-For entries are believed: none, a hop count, or their addresses. */
-export type TrustedProxies = false | number | string[];
+type TrustedProxies = false | number | string[];
 
 /** The names Express's `trust proxy` knows for address ranges (proxy-addr). */
 const NAMED_PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
@@ -54,7 +54,7 @@ const trustedProxies = z.string().transform((text, ctx): TrustedProxies => {
 });
 
 /** One Redis node's address, as REDIS_CLUSTER_NODES and REDIS_SENTINELS list them. */
-export interface RedisNodeAddress {
+interface RedisNodeAddress {
   host: string;
   port: number;
 }
@@ -399,7 +399,7 @@ function redisTopology(c: RawConfig): RedisTopology | null {
   return null;
 }
 
-export type RawConfig = z.infer<typeof schema>;
+type RawConfig = z.infer<typeof schema>;
 
 export interface Config extends RawConfig {
   /** The issuer with no trailing slash: the `aud` of host JWTs and the base of every endpoint. */

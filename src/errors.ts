@@ -58,7 +58,7 @@ export const ERROR_STATUS = {
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
 /** Extra structured fields some codes carry (violations, unknown_operators, invalid_capabilities). */
-export type ErrorExtra = Record<string, unknown>;
+type ErrorExtra = Record<string, unknown>;
 
 export class ApiError extends Error {
   readonly code: ErrorCode;

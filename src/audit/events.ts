@@ -4,10 +4,10 @@
 
 /** Who did what an event records: a host or agent by its key, the admin by its token, a person signed in, or agentgate itself. */
 export const AUDIT_ACTORS = ['host', 'agent', 'admin', 'person', 'system'] as const;
-export type AuditActor = (typeof AUDIT_ACTORS)[number];
+type AuditActor = (typeof AUDIT_ACTORS)[number];
 
 /** A detail's value: small and flat, so an event stays one short JSON line. */
-export type AuditDetailValue = string | number | boolean | readonly string[];
+type AuditDetailValue = string | number | boolean | readonly string[];
 
 /**
  * An event as a service records it. Secrets never go in: no JWTs, keys, tokens, user codes or
@@ -87,7 +87,7 @@ export function sanitizeAuditEvent(input: AuditEventInput, atMs: number): AuditR
  */
 export type RefusalKeyFields = Pick<AuditEventInput, 'type' | 'actor' | 'agent_id' | 'host_id' | 'person_id' | 'outcome' | 'code'>;
 
-export interface RefusalKey {
+interface RefusalKey {
   /** The fields joined into one string: equal keys are the same caller refused for the same reason. */
   key: string;
   fields: RefusalKeyFields;

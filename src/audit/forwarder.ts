@@ -33,7 +33,7 @@ const FORGET_EVERY_MS = 600_000;
 const CLOSE_DEADLINE_MS = 5000;
 const LOG_EVERY_MS = 10_000;
 
-export interface AuditForwarderOptions {
+interface AuditForwarderOptions {
   /** The store itself (not the fail-closed wrapper): failures are logged and retried here. */
   store: AuditRecords;
   url: string;
@@ -47,7 +47,7 @@ export interface AuditForwarderOptions {
   now?: () => number;
 }
 
-export interface ForwarderCounters {
+interface ForwarderCounters {
   delivered: number;
   failedAttempts: number;
 }

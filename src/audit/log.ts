@@ -25,7 +25,7 @@ import { within } from '../common/deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
 import type { AuditRecords } from '../store/store.ts';
 
-export interface AuditLogOptions {
+interface AuditLogOptions {
   /** The store itself, not the fail-closed wrapper: a failed append is logged here, never a 503. */
   store: AuditRecords;
   enabled: boolean;
@@ -44,7 +44,7 @@ export interface AuditLogOptions {
 }
 
 /** What the log has done since it started, for metrics and tests. */
-export interface AuditCounters {
+interface AuditCounters {
   recorded: number;
   written: number;
   /** Dropped because the queue was full (the oldest go first). */

@@ -26,7 +26,7 @@ const SCAN_PER_RESULT = 10;
 /** How far instance clocks may drift from the store's and `since`/`until` still hold exactly. */
 const AUDIT_CLOCK_SKEW_MS = 30_000;
 
-export interface AuditQuery {
+interface AuditQuery {
   filter: AuditFilter;
   limit: number;
   /** A `next_cursor` from an earlier page: go on with the events older than it. */

@@ -6,11 +6,11 @@ import type { AgentAuthenticator, VerifiedAgent } from './agent-auth.ts';
 import type { HostAuthenticator, HostAuthOptions, VerifiedHost } from './host-auth.ts';
 import { decodeJwt } from './jwt.ts';
 
-export type Caller =
+type Caller =
   | { kind: 'host'; host: VerifiedHost }
   | { kind: 'agent'; agent: VerifiedAgent };
 
-export interface CallerOptions {
+interface CallerOptions {
   host: HostAuthOptions;
   agent: { audiences: readonly string[]; consumeJti: boolean };
 }

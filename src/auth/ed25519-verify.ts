@@ -14,7 +14,7 @@
 import { createPublicKey, verify as opensslVerify, type KeyObject } from 'node:crypto';
 import { createRequire } from 'node:module';
 
-export type Ed25519Backend = 'libsodium' | 'node:crypto';
+type Ed25519Backend = 'libsodium' | 'node:crypto';
 
 /** A public key that passed the strict checks, ready to verify with. */
 export interface Ed25519PublicKey {
@@ -131,7 +131,7 @@ export function loadSodium(): { sodium: SodiumBinding } | { error: string } {
   }
 }
 
-export type VerifierSetting = 'auto' | 'libsodium' | 'node';
+type VerifierSetting = 'auto' | 'libsodium' | 'node';
 
 /**
  * The verifier for the `ED25519_VERIFIER` setting: `auto` takes libsodium where it loads and falls

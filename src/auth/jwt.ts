@@ -14,7 +14,7 @@ export interface DecodedJwt {
   claims: Record<string, unknown>;
 }
 
-export interface TimeRules {
+interface TimeRules {
   nowSeconds: number;
   maxLifetimeSeconds: number;
   skewSeconds: number;

@@ -12,7 +12,7 @@ export type CachedAgentKey = VerifyKey & {
 };
 
 /** What a lookup found: a live entry, none, or one past its TTL (dropped). For metrics and debug lines. */
-export type KeyCacheLookup = 'hit' | 'absent' | 'expired';
+type KeyCacheLookup = 'hit' | 'absent' | 'expired';
 
 interface Entry {
   value: CachedAgentKey;

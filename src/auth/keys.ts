@@ -11,8 +11,8 @@ import type { PublicJwk } from '../domain/types.ts';
 
 /** Key types agentgate can verify, and the JWS `alg` each one signs with. */
 const KEY_TYPES = { Ed25519: 'EdDSA', 'P-256': 'ES256' } as const;
-export type KeyType = keyof typeof KEY_TYPES;
-export type JwsAlgorithm = (typeof KEY_TYPES)[KeyType];
+type KeyType = keyof typeof KEY_TYPES;
+type JwsAlgorithm = (typeof KEY_TYPES)[KeyType];
 
 const b64url = z.string().regex(/^[A-Za-z0-9_-]+$/, 'must be base64url').max(1024);
 
@@ -89,7 +89,7 @@ function algorithmFor(jwk: PublicJwk): JwsAlgorithm {
 }
 
 /** What jose verifies P-256 signatures with: a WebCrypto key (never a shared secret). */
-export type AsymmetricKey = Exclude<Awaited<ReturnType<typeof importJWK>>, Uint8Array>;
+type AsymmetricKey = Exclude<Awaited<ReturnType<typeof importJWK>>, Uint8Array>;
 
 /** A stored public key ready to verify with: Ed25519 on the strict backend, P-256 through jose. */
 export type VerifyKey =

@@ -40,7 +40,7 @@ const capabilitySchema = z
     handler: handlerSchema,
   })
   .strict();
-export type CapabilityDefinition = z.infer<typeof capabilitySchema>;
+type CapabilityDefinition = z.infer<typeof capabilitySchema>;
 
 export const catalogFileSchema = z.object({ capabilities: z.array(capabilitySchema).max(10_000) }).strict();
 

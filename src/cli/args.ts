@@ -12,7 +12,7 @@ const MAX_COMMAND_WORDS = 2;
 /** Arguments beyond this are refused before parsing: no command needs more. */
 const MAX_ARGV = 256;
 
-export type ParsedCommandLine =
+type ParsedCommandLine =
   | { kind: 'help'; text: string }
   | { kind: 'run'; command: CommandSpec; values: OptionValues; args: Record<string, string> };
 

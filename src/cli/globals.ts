@@ -19,7 +19,7 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 /** Ten minutes: longer than any request should take, short enough that a stuck script ends. */
 const MAX_TIMEOUT_MS = 600_000;
 
-export interface GlobalSettings {
+interface GlobalSettings {
   baseUrl: URL;
   adminToken: string | undefined;
   timeoutMs: number;

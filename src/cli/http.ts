@@ -13,7 +13,7 @@ export interface JsonAnswer {
   body: unknown;
 }
 
-export interface RequestOptions {
+interface RequestOptions {
   /** Sent as `Authorization: Bearer`; never printed. */
   token?: string | undefined;
   json?: unknown;

@@ -80,7 +80,7 @@ export async function signingKeyOf(file: KeyFile, label: string): Promise<Signin
 /** RFC 7638 SHA-256 thumbprint, base64url: what the server calls the host (`iss`). */
 export const thumbprintOf = (publicJwk: PublicJwk): Promise<string> => calculateJwkThumbprint(publicJwk, 'sha256');
 
-export interface KeyPair {
+interface KeyPair {
   privateJwk: Record<string, string>;
   publicJwk: PublicJwk;
   thumbprint: string;

@@ -11,7 +11,7 @@ import { refusalLines, safe, type Io } from './output.ts';
 /** Not one of the documented outcomes: a bug in the tool (sysexits' EX_SOFTWARE). */
 const EXIT_INTERNAL = 70;
 
-export interface CliInput {
+interface CliInput {
   argv: readonly string[];
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;

@@ -8,7 +8,7 @@ import type { PublicJwk, SigningAlgorithm } from './keys.ts';
 /** The server's default cap on exp - iat (JWT_MAX_LIFETIME_SECONDS); a server set below 60 s refuses these tokens. */
 const TOKEN_LIFETIME_SECONDS = 60;
 
-export interface HostRegistrationClaimsInput {
+interface HostRegistrationClaimsInput {
   hostThumbprint: string;
   /** The issuer from discovery: every host endpoint requires it as `aud`. */
   issuer: string;
@@ -31,7 +31,7 @@ export function hostRegistrationClaims(input: HostRegistrationClaimsInput): Reco
   };
 }
 
-export interface AgentClaimsInput {
+interface AgentClaimsInput {
   agentId: string;
   /** For execute: discovery's `default_location`. */
   audience: string;

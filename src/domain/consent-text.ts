@@ -6,7 +6,7 @@
 import type { Constraints } from './types.ts';
 
 /** One constrained argument as the page shows it: the conditions all hold together. */
-export interface ConstraintLine {
+interface ConstraintLine {
   field: string;
   /** True when the field name holds a character outside U+0020..U+007E, which the page marks. */
   fieldOutsideAscii: boolean;

@@ -39,7 +39,7 @@ export function unknownOperatorsError(message: string, unknown: string[], regist
  * The arguments a capability declares, by name; undefined for a capability the catalog does not
  * have (the policy refuses those). Names are compared exactly, code point for code point.
  */
-export type DeclaredArguments = (capability: string) => ReadonlySet<string> | undefined;
+type DeclaredArguments = (capability: string) => ReadonlySet<string> | undefined;
 
 /**
  * Validates the constraints proposed for each capability: 400 unknown_constraint_operator listing

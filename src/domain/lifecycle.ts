@@ -2,7 +2,7 @@
 import { ApiError } from '../errors.ts';
 import type { AgentRecord, AgentStatus, HostStatus } from './types.ts';
 
-export interface EffectiveStatus {
+interface EffectiveStatus {
   status: AgentStatus;
   /** Why a stored status was overridden by the clock. */
   because?: 'absolute_lifetime' | 'session_ttl' | 'max_lifetime';
@@ -82,7 +82,7 @@ function pendingMessage(agentId: string | undefined): string {
     + `the host polls ${status} until it is active, then calls again`;
 }
 
-export interface LifetimeSettings {
+interface LifetimeSettings {
   sessionTtlMs: number;
   maxLifetimeMs: number;
   absoluteLifetimeMs: number;

@@ -2,7 +2,7 @@
 // an HTTP upstream proxy. A handler returns the `data` of the 200 answer or throws.
 import type { Capability } from '../catalog/catalog.ts';
 
-export interface ExecutionContext {
+interface ExecutionContext {
   agentId: string;
   hostId: string;
   userId: string | undefined;
@@ -18,7 +18,7 @@ export class CapabilityBackendError extends Error {
   }
 }
 
-export interface HandlerOptions {
+interface HandlerOptions {
   maxResponseBytes: number;
 }
 

@@ -7,7 +7,7 @@ import { Router } from 'express';
 import type { ServiceDeps } from '../services/deps.ts';
 import { requestContextOf } from './access.ts';
 
-export interface ReadinessCheck {
+interface ReadinessCheck {
   ok: boolean;
   /** What is wrong, in words, when not ok. */
   problem?: string;

@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { Config } from '../config.ts';
 import { ApiError } from '../errors.ts';
 
-export type HttpServerConfig = Pick<
+type HttpServerConfig = Pick<
   Config,
   | 'HTTP_HEADERS_TIMEOUT_MS'
   | 'HTTP_REQUEST_TIMEOUT_MS'

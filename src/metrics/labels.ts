@@ -77,7 +77,7 @@ export function decisionEndpoint(method: string, route: string): string | undefi
   return method === 'POST' ? DECISION_ENDPOINTS_BY_POST_ROUTE.get(route) : undefined;
 }
 
-export type DecisionOutcome = 'allowed' | 'refused' | 'failed';
+type DecisionOutcome = 'allowed' | 'refused' | 'failed';
 
 /**
  * A decision's outcome from its status: answered (2xx: executed, registered; a registration that

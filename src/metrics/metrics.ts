@@ -33,7 +33,7 @@ export interface Metrics {
   render(): Promise<{ contentType: string; body: string }>;
 }
 
-export interface MetricsSources {
+interface MetricsSources {
   policy: { info(): { sha256: string; loadedAtMs: number; generation: number; instanceReplacements?: number } };
   /** What waits for approval, as the store lists it (store.ts Store#listStalePending): metrics read, never import, the store. */
   store: { listStalePending(kind: 'agent' | 'host' | 'approval', beforeMs: number, limit: number): Promise<string[]> };

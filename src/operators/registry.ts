@@ -8,7 +8,7 @@ import { GRANT_LIMITS } from '../domain/limits.ts';
 import type { WorkerModule } from './sandbox-worker.ts';
 
 /** What a plugin module provides (see plugins/README.md). */
-export interface OperatorPlugin {
+interface OperatorPlugin {
   name: string;
   description: string;
   /** Schema of the operand; checked when a grant is requested or approved. */

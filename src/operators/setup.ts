@@ -7,7 +7,7 @@ import { loadPlugins } from './plugin-loader.ts';
 import { OperatorRegistry } from './registry.ts';
 import { PluginSandbox } from './sandbox.ts';
 
-export interface OperatorSettings {
+interface OperatorSettings {
   pluginsDir: string;
   budgetMs: number;
   workers: number;

@@ -24,7 +24,7 @@ interface Trip {
   durationMs: number;
 }
 
-export interface TripTableOptions {
+interface TripTableOptions {
   /** How long one trip lasts (PLUGIN_TRIP_SECONDS in milliseconds). */
   durationMs: number;
   /** The bound on remembered grants (default MAX_TRIPPED_GRANTS). */

@@ -30,7 +30,7 @@ import type { PersonRecords, ReplayRecords } from '../store/store.ts';
 import type { PasskeyCeremony, PersonSession, PersonSessions, SessionData } from './sessions.ts';
 
 /** What the passkey ceremonies need: the person's records and session, and where to record what they did. */
-export interface PasskeyDeps {
+interface PasskeyDeps {
   /** Passkeys are person records; a ceremony's challenge is used once, as a replay record. */
   store: PersonRecords & ReplayRecords;
   clock: Clock;
@@ -109,7 +109,7 @@ function signedIn(session: PersonSession) {
 }
 
 /** What adding a passkey takes for this person now. */
-export type PasskeyAddition =
+type PasskeyAddition =
   /** They hold passkeys: the new one needs a user-verified assertion of one of them. */
   | { kind: 'prove_existing'; passkeys: Passkey[] }
   /** Their first, and they entered their credentials at the identity provider moments ago. */

@@ -62,7 +62,7 @@ export interface PersonSession {
   isNew: boolean;
 }
 
-export interface SessionSettings {
+interface SessionSettings {
   idleSeconds: number;
   maxSeconds: number;
   freshSeconds: number;

@@ -28,7 +28,7 @@ const INITIAL_MEMORY_PAGES = 5;
 /** Evaluates a plugin operator for the policy's `agentgate.operator(name, operand, actual)`. */
 export type OperatorEvaluator = (name: string, operand: unknown, actual: unknown) => boolean;
 
-export interface PolicyEngineOptions {
+interface PolicyEngineOptions {
   wasmPath: string;
   goldenPath: string;
   /** Cap on the policy's linear memory in 64 KiB pages; it grows to the largest input and never shrinks. */

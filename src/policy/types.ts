@@ -26,7 +26,7 @@ export interface GrantsInput {
   }>;
 }
 
-export type GrantVerdict = 'grant' | 'approval' | 'deny';
+type GrantVerdict = 'grant' | 'approval' | 'deny';
 
 /** Output of `agentgate/grants`: one decision per request, in any order. */
 export interface GrantsOutput {

@@ -18,7 +18,7 @@ export type LimitName = (typeof LIMIT_NAMES)[number];
 export const USER_CODE_SESSION_ATTEMPTS = 5;
 const USER_CODE_SESSION_WINDOW_SECONDS = 15 * 60;
 
-export interface LimitSpec {
+interface LimitSpec {
   points: number;
   durationSeconds: number;
 }

@@ -16,7 +16,7 @@ import { newHostId } from './ids.ts';
 /** The audit trail's words for an administrator acting through the admin API. */
 const ADMIN_API: AuditBy = { actor: 'admin', via: 'admin_api' };
 
-export interface PreRegisterHost {
+interface PreRegisterHost {
   publicKey: unknown;
   name?: string | undefined;
   defaultCapabilities: string[];

@@ -245,7 +245,7 @@ export async function rotateAgentKey(deps: ServiceDeps, token: string | null, ag
   return result;
 }
 
-export interface CapabilityRequestResult {
+interface CapabilityRequestResult {
   snapshot: AgentSnapshot;
   /** The grants answering this request, one per requested capability. */
   grants: GrantRecord[];

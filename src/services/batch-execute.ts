@@ -10,7 +10,7 @@ import { recordRefusedWhole, type AuditedCaller } from './execute-audit.ts';
 import { auditedCall, authenticateCalls, type AuthenticatedCalls } from './execute.ts';
 
 /** One call as the body carries it (zod has bounded it). */
-export interface BatchCallRequest {
+interface BatchCallRequest {
   id?: string | undefined;
   capability: string;
   arguments?: Record<string, unknown> | undefined;
@@ -21,7 +21,7 @@ export interface BatchCallRequest {
  * value (the reference server's and SDK's name for it) and, for a refusal that names one,
  * `retry_after` in seconds (a response has one Retry-After header, a batch many items).
  */
-export interface BatchCallError {
+interface BatchCallError {
   code: ErrorCode;
   error: ErrorCode;
   message: string;

@@ -7,7 +7,7 @@ import { ApiError } from '../errors.ts';
 import type { Capability } from '../catalog/catalog.ts';
 import type { ServiceDeps } from './deps.ts';
 
-export type Viewer =
+type Viewer =
   | { kind: 'anonymous' }
   | { kind: 'host' }
   | { kind: 'agent'; grants: GrantRecord[] };
@@ -43,7 +43,7 @@ export function grantStatus(viewer: Viewer, name: string): 'granted' | 'not_gran
   return viewer.grants.some((g) => g.capability === name && g.status === 'active') ? 'granted' : 'not_granted';
 }
 
-export interface ListQuery {
+interface ListQuery {
   query?: string | undefined;
   cursor?: string | undefined;
   limit: number;

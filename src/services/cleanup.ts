@@ -20,7 +20,7 @@ type CleanupDeps = Pick<ServiceDeps, 'store' | 'clock' | 'audit'>;
 /** Items looked at per kind and run: a long backlog is worked off over several runs, bounded each time. */
 const BATCH = 200;
 
-export interface CleanupResult {
+interface CleanupResult {
   agentsRemoved: number;
   hostsRemoved: number;
   approvalsRemoved: number;

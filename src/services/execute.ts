@@ -20,7 +20,7 @@ import type { ServiceDeps } from './deps.ts';
 import { recordCallAllowed, recordCallRefused, recordRefusedWhole, type AuditedCaller, type CallContext } from './execute-audit.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 
-export interface ExecuteRequest {
+interface ExecuteRequest {
   capability: string;
   arguments: Record<string, unknown>;
 }
@@ -166,7 +166,7 @@ export async function auditedCall(
 }
 
 /** What steps 6–8 allowed: the call may run. */
-export interface AllowedCall {
+interface AllowedCall {
   capability: Capability;
   arguments: Record<string, unknown>;
   /** The grant the policy named (else the first active one). */

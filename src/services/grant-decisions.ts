@@ -26,7 +26,7 @@ export function validateRequests(deps: ServiceDeps, requests: readonly Requested
   validateConstraints(requests.map((r) => ({ capability: r.name, constraints: r.constraints })), deps.operators, deps.catalog.declaredArguments);
 }
 
-export interface GrantDecisionArgs {
+interface GrantDecisionArgs {
   action: GrantsInput['action'];
   host: HostRecord;
   agent: Pick<AgentRecord, 'mode'> & { id: string | null };

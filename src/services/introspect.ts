@@ -5,7 +5,7 @@ import type { AgentSnapshot } from '../domain/types.ts';
 import { isApiError } from '../errors.ts';
 import type { ServiceDeps } from './deps.ts';
 
-export type IntrospectionResult =
+type IntrospectionResult =
   | { active: false }
   | { active: true; snapshot: AgentSnapshot; capabilityClaim: string[] | null };
 

@@ -26,7 +26,7 @@ import { revokeHost, withdrawHostTrust } from './hosts.ts';
 import { transitionAgent } from './transitions.ts';
 
 /** Which door a person came through, for the audit trail: their JSON API, or their account page. */
-export type PersonDoor = 'people_api' | 'account_page';
+type PersonDoor = 'people_api' | 'account_page';
 
 // One message per kind of id, the same whether the id is unknown or someone else's.
 const noSuchHost = () => new ApiError('host_not_found', 'you have no host with this id');
@@ -72,7 +72,7 @@ async function myHost(deps: ServiceDeps, personId: string, hostId: string): Prom
   return host;
 }
 
-export interface MyAgent {
+interface MyAgent {
   host: HostRecord;
   snapshot: AgentSnapshot;
 }
@@ -163,7 +163,7 @@ async function myOpenApproval(deps: ServiceDeps, personId: string, approvalId: s
   return approval;
 }
 
-export interface MyDecision {
+interface MyDecision {
   verdict: 'approve' | 'deny';
   /** The capabilities approved (the approval's others are denied); all of them when absent. Ignored for a denial. */
   capabilities?: string[] | undefined;
@@ -199,7 +199,7 @@ function refusePresence(names: string[]): void {
 
 // ---- grants -------------------------------------------------------------------------------------
 
-export interface ProactiveGrant {
+interface ProactiveGrant {
   capability: string;
   constraints?: Constraints | undefined;
 }

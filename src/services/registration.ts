@@ -12,7 +12,7 @@ import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapabi
 import { newAgentId, newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
 
-export interface RegisterRequest {
+interface RegisterRequest {
   name: string;
   hostName?: string | undefined;
   mode: string;

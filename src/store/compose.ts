@@ -7,7 +7,7 @@
 import type { AgentRecords, AuditRecords, HostRecords, PendingIndex, PersonRecords, ReplayRecords, Store, StoreBackend } from './store.ts';
 
 /** The objects one store is made of: one per role of store.ts. */
-export interface StoreRoles {
+interface StoreRoles {
   hosts: HostRecords;
   agents: AgentRecords;
   replay: ReplayRecords;

@@ -25,7 +25,7 @@ const NOT_CALLS: ReadonlySet<PropertyKey> = new Set(['onAgentInvalidation', 'isU
  */
 export const SLOW_CALL_MS = 20;
 
-export interface GuardOptions {
+interface GuardOptions {
   deadlineMs?: number | undefined;
   /** Calls that may take longer than others by design, and by how much (e.g. waiting for a replica). */
   extraMs?: Partial<Record<keyof Store, number>> | undefined;

@@ -50,15 +50,15 @@ type Presence<R, K extends keyof R> = object extends Pick<R, K>
   : { readonly optional?: never; readonly patch?: 'set' };
 
 /** A table describing record type R: exactly R's fields, each with a spec that fits its type. */
-export type FieldTable<R> = { readonly [K in keyof R]-?: SpecFor<NonNullable<R[K]>> & Presence<R, K> };
+type FieldTable<R> = { readonly [K in keyof R]-?: SpecFor<NonNullable<R[K]>> & Presence<R, K> };
 
 /** The fields of a table a patch may change in the given way. */
-export type PatchKeys<T, How extends Patchable> = {
+type PatchKeys<T, How extends Patchable> = {
   [K in keyof T]: T[K] extends { readonly patch: How } ? K : never;
 }[keyof T];
 
 /** A patch of record R described by table T: settable fields, plus `null` to remove a removable one. */
-export type PatchOf<R, T> = Partial<Pick<R, PatchKeys<T, 'set'> & keyof R>> & {
+type PatchOf<R, T> = Partial<Pick<R, PatchKeys<T, 'set'> & keyof R>> & {
   [K in PatchKeys<T, 'remove'> & keyof R]?: R[K] | null;
 };
 

@@ -16,7 +16,7 @@ import { passkeyPagesRouter } from './passkeys.ts';
 import { pageSecurityHeaders, pageWrapper, PAGE_PATHS } from './session.ts';
 import { signInRouter } from './sign-in.ts';
 
-export interface DevicePageDeps extends PersonServiceDeps {
+interface DevicePageDeps extends PersonServiceDeps {
   /** People sign in through this OpenID Connect provider; absent: not configured. */
   oidc?: OidcSignIn | undefined;
 }

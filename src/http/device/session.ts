@@ -52,13 +52,13 @@ export function readCookie(req: Request, name: string): string | undefined {
 export const cookieOptions = (secure: boolean, maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure, path: '/', maxAge: maxAgeMs });
 
 /** A page's answer that sends the browser elsewhere (303), after the session is kept. */
-export interface Redirect {
+interface Redirect {
   redirect: string;
 }
 export const redirectTo = (url: string): Redirect => ({ redirect: url });
 
 /** What a page handler answers: a body to render, or where to go. */
-export type PageHandler = (req: Request, res: Response, session: PersonSession) => Promise<SafeHtml | Redirect>;
+type PageHandler = (req: Request, res: Response, session: PersonSession) => Promise<SafeHtml | Redirect>;
 
 export interface PageWrapper {
   /** Runs a page: loads the session, renders the body (or a refusal as a page), keeps the session. */

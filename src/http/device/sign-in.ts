@@ -20,7 +20,7 @@ import type { Config } from '../../config.ts';
 import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './session.ts';
 import { signInPage } from './pages/device-pages.ts';
 
-export interface SignInDeps {
+interface SignInDeps {
   config: Config;
   logger: Logger;
   clock: Clock;

@@ -32,10 +32,10 @@ export const pendingSignInSchema = z.object({
   returnTo: z.string().max(RETURN_TO_MAX_CHARS),
   startedAtMs: z.number(),
 });
-export type PendingSignIn = z.infer<typeof pendingSignInSchema>;
+type PendingSignIn = z.infer<typeof pendingSignInSchema>;
 
 /** The person, identified by issuer and subject (never by email). */
-export interface SignedInPerson {
+interface SignedInPerson {
   personId: string; // `${issuer}|${sub}`, stable and issuer-qualified
   subject: string;
   issuer: string;
@@ -45,7 +45,7 @@ export interface SignedInPerson {
 }
 
 /** How a sign-in asks the provider. */
-export interface SignInOptions {
+interface SignInOptions {
   /**
    * The person must enter their credentials now, whatever session the provider holds
    * (`prompt=login`, `max_age=0`): what adding a first passkey takes.

@@ -12,7 +12,7 @@ export const RETURN_TO_MAX_CHARS = 512;
 /** A placeholder origin to resolve a return path against; it is never contacted. */
 const PLACEHOLDER_ORIGIN = 'https://agentgate.invalid';
 
-export interface IssuerPolicy {
+interface IssuerPolicy {
   url: URL;
   /** True when the issuer is plain http on a loopback address, the only case we allow without TLS. */
   insecureLoopback: boolean;

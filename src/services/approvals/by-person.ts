@@ -89,7 +89,7 @@ export interface PageDecision {
 }
 
 /** What a person's decision on the page did, said back in full. */
-export interface PageDecisionOutcome {
+interface PageDecisionOutcome {
   snapshot: AgentSnapshot;
   /** The approval's grants that are now active, with the constraints execute holds them to. */
   approved: Array<Pick<GrantRecord, 'capability' | 'constraints'>>;

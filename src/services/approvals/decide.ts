@@ -18,7 +18,7 @@ import { transitionAgent } from '../transitions.ts';
 import type { UserCodes } from './user-codes.ts';
 
 /** What a person (or the admin acting for one) decided about an agent's open approval. */
-export interface ApprovalDecision {
+interface ApprovalDecision {
   /** The capabilities to approve (all of the approval's when absent); the approval's others are denied. */
   capabilities?: string[] | undefined;
   userId: string;

@@ -9,7 +9,7 @@ export const MAX_LISTED_APPROVALS = 500;
 /** Agents read from the store at once while building the list: bounded, so one call cannot flood it. */
 const READ_CONCURRENCY = 25;
 
-export interface WaitingList {
+interface WaitingList {
   waiting: WaitingAgent[];
   /** True when more agents may wait than were listed (a list came back full). */
   truncated: boolean;

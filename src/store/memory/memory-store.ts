@@ -27,7 +27,7 @@ import { MemoryGate, MemoryStoreClosedError } from './shared-state.ts';
 
 export { MemoryStoreClosedError };
 
-export interface MemoryStoreOptions {
+interface MemoryStoreOptions {
   /** Wall clock (epoch ms) for jti and session expiry, as Redis's own clock would be; default Date.now. */
   now?: () => number;
   /** Upper bound on remembered jtis; past it, recording refuses rather than forget a live jti. */

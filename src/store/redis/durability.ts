@@ -26,7 +26,7 @@ const MARKER_TTL_MS = 10_000;
 /** A master whose replicas were counted as none is counted again after this long (auto mode). */
 const RECOUNT_INTERVAL_MS = 10_000;
 
-export interface ReplicaWaitOptions {
+interface ReplicaWaitOptions {
   /** `auto`: one on every master if any master had a replica at start-up (see #decide); a number: that many everywhere. */
   replicas: 'auto' | number;
   timeoutMs: number;

@@ -65,7 +65,7 @@ export function dataBlock(id: 'presence-options' | 'passkey-registration-options
 }
 
 /** What the approval page needs besides the approval itself. */
-export interface ApprovalPageContext {
+interface ApprovalPageContext {
   csrfToken: string;
   /** The code the person typed: the form carries it, so a refusal's page can link back here. */
   userCode: string;

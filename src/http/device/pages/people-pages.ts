@@ -12,7 +12,7 @@ import { ACCOUNT_PATH, claim, constraintsInWords, dataBlock, LIMITS } from './de
 import { displayText, html, type SafeHtml } from './html.ts';
 
 /** What the account page shows, read for one person. */
-export interface AccountView {
+interface AccountView {
   personId: string;
   csrfToken: string;
   nowMs: number;

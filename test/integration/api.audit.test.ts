@@ -2,11 +2,11 @@
 // is recorded and says who acted; nothing secret is in it; GET /admin/audit filters, pages by
 // cursor, validates its query and reads a bounded number of events per request. Both stores.
 import { exportJWK } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
 import { removeStalePending } from '../../src/services/cleanup.ts';
 import { CAPPED_EVENTS_PER_WINDOW } from '../../src/audit/log.ts';
 
@@ -15,7 +15,7 @@ type Event = Record<string, any> & { id: string; type: string };
 /** The private part of a test key, to be sure it appears nowhere. */
 const privateD = async (key: TestKey) => (await exportJWK(key.privateKey as Parameters<typeof exportJWK>[0])).d as string;
 
-describe.each(['memory', 'redis'] as const)('the audit trail (%s store)', (storeKind) => {
+forEachStore('the audit trail', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

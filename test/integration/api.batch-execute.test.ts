@@ -8,7 +8,7 @@ import type { GrantRecord } from '../../src/domain/types.ts';
 import { SandboxUnavailableError } from '../../src/operators/sandbox.ts';
 import { Client, code, http, type HttpResult, type TestAgent } from '../support/client.ts';
 import { fixturePolicy } from '../support/policies.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 const CAPABILITIES = [
   { name: 'echo', description: 'echo', input: { type: 'object' }, handler: { type: 'echo' } },
@@ -47,7 +47,7 @@ function expectFailed(item: Item | undefined, errorCode: string) {
   return item!.error!;
 }
 
-describe.each(['memory', 'redis'] as const)('POST /capability/batch-execute (%s store)', (storeKind) => {
+forEachStore('POST /capability/batch-execute', (storeKind) => {
   let server: TestServer;
   let c: Client;
 
@@ -341,7 +341,7 @@ describe.each(['memory', 'redis'] as const)('POST /capability/batch-execute (%s 
   });
 });
 
-describe.each(['memory', 'redis'] as const)('batch execute and the agent and host budgets (%s store)', (storeKind) => {
+forEachStore('batch execute and the agent and host budgets', (storeKind) => {
   it('packing calls into one batch cannot beat the per-minute budgets: a batch of N spends N, and one the budget cannot cover is refused whole with 429 and Retry-After', async () => {
     const server = await startTestServer({ store: storeKind, capabilities: CAPABILITIES, env: { RATE_LIMIT_AGENT_PER_MINUTE: '10' } });
     try {
@@ -381,7 +381,7 @@ describe.each(['memory', 'redis'] as const)('batch execute and the agent and hos
   });
 });
 
-describe.each(['memory', 'redis'] as const)('batch execute under a policy that refuses every call (%s store)', (storeKind) => {
+forEachStore('batch execute under a policy that refuses every call', (storeKind) => {
   it('capability_not_granted: an item the policy refuses without violations fails alone with its reason', async () => {
     const deny = fixturePolicy('deny');
     const server = await startTestServer({ store: storeKind, capabilities: CAPABILITIES, env: { POLICY_WASM_PATH: deny.wasmPath, POLICY_GOLDEN_PATH: deny.goldenPath } });

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { newEd25519, newP256, newRsa } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 /** Status, code and the {error, message} body, in one assertion. */
 function expectError(res: HttpResult, status: number, error: string) {
@@ -13,7 +13,7 @@ function expectError(res: HttpResult, status: number, error: string) {
   return res.json;
 }
 
-describe.each(['memory', 'redis'] as const)('contract §7 rows (%s store)', (storeKind) => {
+forEachStore('contract §7 rows', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

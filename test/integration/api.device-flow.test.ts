@@ -1,16 +1,16 @@
 // RFC 8628 device authorization as the protocol uses it (protocol §10): the approval object a
 // waiting agent carries, a fresh code on request (POST /agent/device/code), slow_down for clients
 // that poll much faster than the interval, and the finality of a denial. Both stores.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 const INTERVAL_SECONDS = 1;
 const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe.each(['memory', 'redis'] as const)('device authorization (%s store)', (storeKind) => {
+forEachStore('device authorization', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

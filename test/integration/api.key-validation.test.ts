@@ -3,10 +3,10 @@
 // key rotation, dynamic host registration, host key rotation and admin pre-registration. Each test
 // checks that nothing was stored and that an honest key still goes through the same door.
 import { calculateJwkThumbprint, type JWK } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519, signJwt } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 // Each encoding and the reason the server gives (test/unit/ed25519-point.test.ts derives them).
 const BAD_KEYS = [
@@ -22,7 +22,7 @@ type BadKey = (typeof BAD_KEYS)[number];
 
 const refusal = (label: string, bad: BadKey) => new RegExp(`^${label} is not a valid Ed25519 public key: ${bad.reason}`);
 
-describe.each(['memory', 'redis'] as const)('bad Ed25519 keys are refused (%s store)', (store) => {
+forEachStore('bad Ed25519 keys are refused', (store) => {
   let server: TestServer;
   let c: Client;
 

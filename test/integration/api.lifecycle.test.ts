@@ -1,14 +1,14 @@
 // Agent and host lifecycle (protocol §4.3–§4.10, §7) over HTTP with a manual clock: nothing sleeps.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 const SESSION_TTL_SECONDS = 60;
 const MAX_LIFETIME_SECONDS = 600;
 const ABSOLUTE_LIFETIME_SECONDS = 3600;
 
-describe.each(['memory', 'redis'] as const)('lifecycle (%s store)', (storeKind) => {
+forEachStore('lifecycle', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

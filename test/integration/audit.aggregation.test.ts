@@ -5,10 +5,10 @@
 // flushed in about 6 minutes). Now its refusals are counted per key and window and recorded as one
 // summary (audit/log.ts), and they still spend its host's per-minute budget, so the host's
 // live agents hear 429 once it is spent. Real server, real HTTP, both stores.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 type Event = Record<string, any> & { id: string; type: string };
 
@@ -21,7 +21,7 @@ const refusalsIn = (events: Event[]) => events.reduce((sum, event) => sum + (typ
 /** Most events `calls` refusals of one key may add while they span `elapsedMs`: a first and a summary per window. */
 const mostEvents = (elapsedMs: number) => 2 * (Math.ceil(elapsedMs / (WINDOW_SECONDS * 1000)) + 1);
 
-describe.each(['memory', 'redis'] as const)('an unusable agent cannot flush the audit trail (%s store)', (storeKind) => {
+forEachStore('an unusable agent cannot flush the audit trail', (storeKind) => {
   let server: TestServer;
   let c: Client;
 
@@ -108,7 +108,7 @@ describe.each(['memory', 'redis'] as const)('an unusable agent cannot flush the 
   });
 });
 
-describe.each(['memory', 'redis'] as const)('an unusable agent\'s refusals spend its host\'s budget (%s store)', (storeKind) => {
+forEachStore('an unusable agent\'s refusals spend its host\'s budget', (storeKind) => {
   const HOST_PER_MINUTE = 30;
   let server: TestServer;
   let c: Client;

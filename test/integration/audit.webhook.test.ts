@@ -10,7 +10,7 @@ import type { AuditEvent } from '../../src/audit/events.ts';
 import type { Store } from '../../src/store/store.ts';
 import { Client } from '../support/client.ts';
 import { uniquePrefix } from '../support/redis.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 interface Attempt {
   atMs: number;
@@ -103,7 +103,7 @@ async function server(options: Parameters<typeof startTestServer>[0]): Promise<T
   return started;
 }
 
-describe.each(['memory', 'redis'] as const)('the audit webhook (%s store)', (storeKind) => {
+forEachStore('the audit webhook', (storeKind) => {
   it('a receiver that hangs, then fails, gets the same batch again with backoff, every event once, and requests are not held up', async () => {
     const receiver = await startReceiver((attempt) => (attempt === 1 ? 'hang' : attempt === 2 ? 500 : 200));
     opened.push(receiver);

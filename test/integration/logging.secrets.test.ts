@@ -5,19 +5,19 @@
 // path; every JWT, private key, bearer token, user code and session the test used is then looked
 // for in everything it wrote.
 import { exportJWK } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.ts';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { newEd25519, signJwt, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
 
 const METRICS_TOKEN = 'metrics-token-for-the-log-test-0123';
 const INTROSPECTION_TOKEN = 'introspection-token-for-the-log-test';
 /** An argument value: the policy's debug line must keep the key and drop the value. */
 const ARGUMENT_VALUE = 'argument-value-nobody-should-log-7f3a';
 
-describe.each(['memory', 'redis'] as const)('stealing credentials from the logs (%s store)', (storeKind) => {
+forEachStore('stealing credentials from the logs', (storeKind) => {
   const lines: string[] = [];
   const secrets = new Set<string>();
   const keys: TestKey[] = [];

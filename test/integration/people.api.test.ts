@@ -3,15 +3,15 @@
 // signed-in person (404, and nothing in their lists), without a session (401), and every POST
 // without or with a wrong CSRF token (403, nothing changed); decisions also with a stale sign-in
 // (401). Dev sign-in stands in for the OpenID Connect provider. Both stores.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 const FRESH_SECONDS = 300;
 
-describe.each(['memory', 'redis'] as const)("people's own API (%s store)", (storeKind) => {
+forEachStore("people's own API", (storeKind) => {
   let server: TestServer;
   let c: Client;
   let seq = 0;

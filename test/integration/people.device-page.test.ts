@@ -1,13 +1,13 @@
 // The approval page over HTTP, as a person's browser uses it (without the browser: fetch with a
 // cookie jar). Dev sign-in stands in for the OpenID Connect provider; each test is named after the
 // guarantee it protects. Both stores.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { PersonBrowser as Browser } from '../support/person-browser.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
-describe.each(['memory', 'redis'] as const)('the approval page (%s store)', (storeKind) => {
+forEachStore('the approval page', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

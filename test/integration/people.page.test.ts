@@ -4,17 +4,17 @@
 // guarantee it protects or the attack it stops; both stores. Passkeys need the issuer on a host
 // name, so the server is reached as http://localhost:<port>. Freshness windows move on the server's
 // ManualClock, never by waiting. The same page in Chromium: browser.people.test.ts.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { addPasskeyOnPage, decideOnPage, PeopleApi, visibleText } from '../support/consent.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 import { dataBlock, SoftwarePasskey } from '../support/software-passkey.ts';
 
 const FRESH_SECONDS = 300;
 
-describe.each(['redis', 'memory'] as const)('the account page (%s store)', (storeKind) => {
+forEachStore('the account page', (storeKind) => {
   let server: TestServer;
   let c: Client;
   let origin: string;

@@ -15,7 +15,7 @@ import {
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { CookieJar, signInHeadless, startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 import { dataBlock, SoftwarePasskey } from '../support/software-passkey.ts';
 
 /** Long enough that moving the clock past the first passkey's 5-minute window keeps decisions possible. */
@@ -25,7 +25,7 @@ const FIRST_PASSKEY_WINDOW_MS = 5 * 60_000;
 
 const TRANSFER_WITHIN_100 = { name: 'transfer_money', constraints: { amount: { max: 100 } } };
 
-describe.each(['redis', 'memory'] as const)('finding 1: a passkey is never added with the browser session alone (%s store)', (storeKind) => {
+forEachStore('finding 1: a passkey is never added with the browser session alone', (storeKind) => {
   let server: TestServer;
   let c: Client;
   let origin: string;
@@ -383,7 +383,7 @@ describe('finding 1 at the identity provider: the first passkey needs credential
   });
 });
 
-describe.each(['redis', 'memory'] as const)('the presence invariant: transfer_money becomes active only through a passkey on the page or a recorded admin decision (%s store)', (storeKind) => {
+forEachStore('the presence invariant: transfer_money becomes active only through a passkey on the page or a recorded admin decision', (storeKind) => {
   let server: TestServer;
   let c: Client;
   let origin: string;
@@ -584,7 +584,7 @@ function catalogWithLookAlikeArgument(): unknown[] {
   }];
 }
 
-describe.each(['redis', 'memory'] as const)('finding 2: what the page shows is what execute enforces (%s store)', (storeKind) => {
+forEachStore('finding 2: what the page shows is what execute enforces', (storeKind) => {
   let server: TestServer;
   let c: Client;
   let origin: string;
@@ -722,7 +722,7 @@ describe.each(['redis', 'memory'] as const)('finding 2: what the page shows is w
   });
 });
 
-describe.each(['redis', 'memory'] as const)('finding 3: unlinking withdraws trust, and nothing becomes active without a new approval (%s store)', (storeKind) => {
+forEachStore('finding 3: unlinking withdraws trust, and nothing becomes active without a new approval', (storeKind) => {
   let server: TestServer;
   let c: Client;
   let seq = 0;

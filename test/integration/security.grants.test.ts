@@ -7,9 +7,9 @@ import { GRANT_LIMITS } from '../../src/domain/limits.ts';
 import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
-describe.each(['memory', 'redis'] as const)('grants and approvals (%s store)', (storeKind) => {
+forEachStore('grants and approvals', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

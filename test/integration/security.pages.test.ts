@@ -9,12 +9,12 @@ import { capturingLogger, checkboxOf, decideOnPage, PeopleApi, visibleText } fro
 import { newEd25519 } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/redis.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 import { dataBlock } from '../support/software-passkey.ts';
 
 const DEV = { INSECURE_DEV_SIGN_IN: 'true' };
 
-describe.each(['redis', 'memory'] as const)('page decisions and presence on an IP issuer (%s store)', (storeKind) => {
+forEachStore('page decisions and presence on an IP issuer', (storeKind) => {
   let server: TestServer;
   let c: Client;
   let seq = 0;

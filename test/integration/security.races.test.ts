@@ -2,12 +2,12 @@
 // memory store): a host revocation racing registrations, a host revocation racing an approval, and
 // request-capability racing an agent revocation. After the revocation has answered, nothing it
 // revoked may be active or able to execute.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, http, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
-describe.each(['redis', 'memory'] as const)('races (%s store)', (storeKind) => {
+forEachStore('races', (storeKind) => {
   let server: TestServer;
   let c: Client;
   const rounds = storeKind === 'redis' ? 1 : 0.25;

@@ -5,11 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
 
 const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 
-describe.each(['memory', 'redis'] as const)('hostile requests (%s store)', (storeKind) => {
+forEachStore('hostile requests', (storeKind) => {
   let server: TestServer;
   let c: Client;
 

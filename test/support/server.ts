@@ -5,6 +5,7 @@
 // what a test chooses through settings, a manual clock so lifetimes move without sleeping, and
 // catalog definitions a test may give of its own.
 import type { AddressInfo } from 'node:net';
+import { describe } from 'vitest';
 import type { Cluster } from 'ioredis';
 import { assembleService, type Service } from '../../src/app.ts';
 import { buildCatalog, catalogFileSchema, type Catalog } from '../../src/catalog/catalog.ts';
@@ -18,10 +19,19 @@ import type { Store } from '../../src/store/store.ts';
 import { SERVICE_POLICY } from './policies.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from './redis.ts';
 
+/** The stores every HTTP-level test runs on. */
+export const STORE_KINDS = ['memory', 'redis'] as const;
+export type StoreKind = (typeof STORE_KINDS)[number];
+
+/** A describe block run once on each store, titled "<title> (<kind> store)". */
+export function forEachStore(title: string, body: (storeKind: StoreKind) => void): void {
+  describe.each(STORE_KINDS)(`${title} (%s store)`, body);
+}
+
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
 export interface TestServerOptions {
-  store?: 'memory' | 'redis';
+  store?: StoreKind;
   env?: Record<string, string>;
   /** Catalog definitions replacing config/capabilities.json. */
   capabilities?: unknown[];

@@ -14,7 +14,7 @@ import type { Clock } from './common/clock.ts';
 import type { Config } from './config.ts';
 import { loadCatalog, type Catalog } from './catalog/catalog.ts';
 import { systemClock } from './common/clock.ts';
-import { createCapabilityRunner, type CapabilityRunner } from './execution/handlers.ts';
+import { createCapabilityRunner } from './execution/handlers.ts';
 import { adminRouter } from './http/admin.ts';
 import { accessLog } from './http/access.ts';
 import { bodyDepthLimit } from './http/body-depth.ts';
@@ -31,46 +31,35 @@ import { peopleApiRouter } from './http/people.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { keyCacheObserver } from './metrics/observers.ts';
-import type { OperatorRegistry } from './operators/registry.ts';
 import { startOperators, type Operators } from './operators/setup.ts';
-import type { PluginSandbox } from './operators/sandbox.ts';
 import { instrumentPolicy } from './policy/instrumented.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import type { ReloadOutcome } from './policy/reloader.ts';
 import type { PolicyEngine } from './policy/types.ts';
-import { createRateLimits, type RateLimits } from './ratelimit/limits.ts';
+import { createRateLimits } from './ratelimit/limits.ts';
 import { callerBudgets } from './services/budgets.ts';
 import type { ServiceDeps } from './services/deps.ts';
 import { passkeySettingsFor } from './people/passkeys.ts';
 import { PersonSessions } from './people/sessions.ts';
 import { createOidcSignIn, type OidcSignIn } from './people/sign-in/oidc.ts';
-import { userCodesFor, type UserCodes } from './services/approvals/user-codes.ts';
+import { userCodesFor } from './services/approvals/user-codes.ts';
 import { scheduleCleanup } from './services/cleanup.ts';
 import { redisCallDeadlineMs } from './common/deadline.ts';
 import { failClosedStore } from './store/guard.ts';
 import type { Store } from './store/store.ts';
 
-interface AppDependencies {
-  config: Config;
-  store: Store;
-  clock: Clock;
-  policy: PolicyEngine;
-  catalog: Catalog;
-  operators: OperatorRegistry;
-  pluginSandbox: PluginSandbox;
-  userCodes: UserCodes;
-  /** People sign in through this OpenID Connect provider on the approval page; absent: not configured. */
-  oidc?: OidcSignIn | undefined;
-  logger: Logger;
-  limits: RateLimits;
-  runCapability?: CapabilityRunner;
-  reloadPolicy?: ServiceDeps['reloadPolicy'];
-  reloadOperators?: ServiceDeps['reloadOperators'];
-  /** The audit trail's writer (audit/trail.ts startAuditTrail); its owner flushes it at shutdown. */
-  audit: ServiceDeps['audit'];
-  /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
-  metrics?: Metrics;
-}
+/**
+ * What buildApp wires: the parts the use cases share as they are (ServiceDeps names each), with the
+ * store before its fail-closed wrapper; the rest buildApp makes itself.
+ */
+type AppDependencies = Pick<ServiceDeps, 'config' | 'store' | 'clock' | 'policy' | 'catalog' | 'operators' | 'pluginSandbox' | 'userCodes' | 'logger' | 'limits' | 'audit'>
+  & Partial<Pick<ServiceDeps, 'runCapability' | 'reloadPolicy' | 'reloadOperators'>>
+  & {
+    /** People sign in through this OpenID Connect provider on the approval page; absent: not configured. */
+    oidc?: OidcSignIn | undefined;
+    /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
+    metrics?: Metrics;
+  };
 
 interface App {
   app: Express;

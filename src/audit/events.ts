@@ -247,3 +247,15 @@ export function webhookBackoffMs(failures: number, random: number): number {
   const ceilingMs = Math.min(WEBHOOK_BACKOFF_MAX_MS, WEBHOOK_BACKOFF_INITIAL_MS * 2 ** exponent);
   return Math.round(ceilingMs / 2 + (ceilingMs / 2) * Math.min(Math.max(random, 0), 1));
 }
+
+/** At most this many audit events in one read or one forwarding claim. */
+export const MAX_AUDIT_READ = 1000;
+
+/**
+ * Reading the trail, the part of the store's audit records (store.ts AuditRecords) that a query
+ * needs. Declared here, with the trail, so that reading it (query.ts) needs nothing of the store.
+ */
+export interface AuditReader {
+  /** Up to `count` events, newest first, strictly older than the id `beforeId` (null: from the newest). */
+  readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]>;
+}

@@ -12,11 +12,12 @@ import {
   earlierBound,
   isUnfiltered,
   matchesAuditFilter,
+  MAX_AUDIT_READ,
   type AuditEvent,
   type AuditFilter,
+  type AuditReader,
 } from './events.ts';
 import type { Config } from '../config.ts';
-import { MAX_AUDIT_READ, type Store } from '../store/store.ts';
 
 export const AUDIT_MAX_LIMIT = 500;
 export const AUDIT_DEFAULT_LIMIT = 50;
@@ -44,7 +45,7 @@ export function auditTimeSlackMs(config: Pick<Config, 'AUDIT_FLUSH_MS' | 'REDIS_
   return 2 * config.AUDIT_FLUSH_MS + config.REDIS_COMMAND_TIMEOUT_MS + AUDIT_CLOCK_SKEW_MS;
 }
 
-export async function queryAudit(store: Pick<Store, 'readAuditEvents'>, query: AuditQuery, slackMs: number): Promise<AuditPage> {
+export async function queryAudit(store: AuditReader, query: AuditQuery, slackMs: number): Promise<AuditPage> {
   const { filter } = query;
   const limit = Math.min(Math.max(1, Math.trunc(query.limit)), AUDIT_MAX_LIMIT);
   const budget = Math.max(AUDIT_SCAN_FLOOR, SCAN_PER_RESULT * limit);

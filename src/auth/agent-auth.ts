@@ -18,19 +18,20 @@ export interface VerifiedAgent {
   capabilityClaim: string[] | null;
 }
 
-export class AgentAuthenticator {
-  private readonly store: AgentRecords & ReplayRecords;
-  private readonly clock: Clock;
-  private readonly settings: AuthSettings;
-  private readonly keys: AgentKeyCache;
-  private readonly budgets: CallerBudgets;
+/** What an agent's token is checked against, and what it spends once it is used up. */
+interface AgentAuthDeps {
+  store: AgentRecords & ReplayRecords;
+  clock: Clock;
+  settings: AuthSettings;
+  keys: AgentKeyCache;
+  budgets: CallerBudgets;
+}
 
-  constructor(deps: { store: AgentRecords & ReplayRecords; clock: Clock; settings: AuthSettings; keys: AgentKeyCache; budgets: CallerBudgets }) {
-    this.budgets = deps.budgets;
-    this.store = deps.store;
-    this.clock = deps.clock;
-    this.settings = deps.settings;
-    this.keys = deps.keys;
+export class AgentAuthenticator {
+  readonly #deps: AgentAuthDeps;
+
+  constructor(deps: AgentAuthDeps) {
+    this.#deps = deps;
   }
 
   /**
@@ -54,20 +55,20 @@ export class AgentAuthenticator {
    */
   async verify(token: string | null, options: { audiences: readonly string[]; consumeJti: boolean }): Promise<VerifiedAgent> {
     const { decoded, agentId, jti, capabilityClaim } = this.precheck(token, options.audiences);
-    const snapshot = await this.store.getAgent(agentId);
+    const snapshot = await this.#deps.store.getAgent(agentId);
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     const { agent } = snapshot;
-    const cached = this.keys.get(agentId);
-    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.keys.put(agentId, agent.publicJwk, agent.keyVersion, agent.hostId);
+    const cached = this.#deps.keys.get(agentId);
+    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.#deps.keys.put(agentId, agent.publicJwk, agent.keyVersion, agent.hostId);
     await verifySignature(decoded, key);
     // The signature proves who calls: from here the request's access line names the agent.
     noteAgent(agentId, agent.hostId);
     assertIssuer(decoded.claims, agent.hostThumbprint);
     if (options.consumeJti) {
-      if (!(await this.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
+      if (!(await this.#deps.store.recordAgentJti(agentId, jti, this.jtiTtlMs()))) {
         throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
       }
-      await this.budgets.agent(agentId, agent.hostId);
+      await this.#deps.budgets.agent(agentId, agent.hostId);
     }
     return { snapshot, claims: decoded.claims, capabilityClaim };
   }
@@ -78,7 +79,7 @@ export class AgentAuthenticator {
    * before the invalidation arrived), the stored key, once. Nothing is written.
    */
   async verifyWithCachedKey(agentId: string, decoded: DecodedJwt): Promise<CachedAgentKey> {
-    const cached = this.keys.get(agentId);
+    const cached = this.#deps.keys.get(agentId);
     if (cached) {
       try {
         await verifySignature(decoded, cached);
@@ -87,12 +88,12 @@ export class AgentAuthenticator {
       } catch (err) {
         // Only a refused signature means the key may be stale; anything else (a 503) stands.
         if (!(err instanceof ApiError) || err.code !== 'invalid_jwt') throw err;
-        this.keys.invalidate(agentId);
+        this.#deps.keys.invalidate(agentId);
       }
     }
-    const snapshot = await this.store.getAgent(agentId);
+    const snapshot = await this.#deps.store.getAgent(agentId);
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
-    const fresh = await this.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
+    const fresh = await this.#deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
     if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
     await verifySignature(decoded, fresh);
     noteAgent(agentId, fresh.hostId);
@@ -101,16 +102,16 @@ export class AgentAuthenticator {
 
   /** Drops a cached key the store says is stale (another instance rotated it). */
   forgetKey(agentId: string): void {
-    this.keys.invalidate(agentId);
+    this.#deps.keys.invalidate(agentId);
   }
 
   /** How long an agent jti is remembered (lifetime cap plus skew). */
   jtiTtlMs(): number {
-    return jtiTtlMs(this.settings);
+    return jtiTtlMs(this.#deps.settings);
   }
 
   private timeRules() {
-    return timeRulesAt(this.clock.nowMs(), this.settings);
+    return timeRulesAt(this.#deps.clock.nowMs(), this.#deps.settings);
   }
 }
 

@@ -45,19 +45,20 @@ export interface HostAuthOptions {
   limit?: 'host' | 'status';
 }
 
-export class HostAuthenticator {
-  private readonly store: HostRecords & ReplayRecords;
-  private readonly clock: Clock;
-  private readonly settings: AuthSettings;
-  private readonly budgets: CallerBudgets;
-  private readonly importer: KeyImporter;
+/** What a host's token is checked against, and what a known host spends. */
+interface HostAuthDeps {
+  store: HostRecords & ReplayRecords;
+  clock: Clock;
+  settings: AuthSettings;
+  budgets: CallerBudgets;
+  importer: KeyImporter;
+}
 
-  constructor(deps: { store: HostRecords & ReplayRecords; clock: Clock; settings: AuthSettings; budgets: CallerBudgets; importer: KeyImporter }) {
-    this.importer = deps.importer;
-    this.store = deps.store;
-    this.clock = deps.clock;
-    this.settings = deps.settings;
-    this.budgets = deps.budgets;
+export class HostAuthenticator {
+  readonly #deps: HostAuthDeps;
+
+  constructor(deps: HostAuthDeps) {
+    this.#deps = deps;
   }
 
   async verify(token: string | null, options: HostAuthOptions): Promise<VerifiedHost> {
@@ -66,13 +67,13 @@ export class HostAuthenticator {
     const { claims } = decoded;
     const iss = claims.iss;
     if (typeof iss !== 'string' || !THUMBPRINT.test(iss)) throw new ApiError('invalid_jwt', 'host JWT iss must be the host key thumbprint');
-    checkAudience(claims, [this.settings.issuer]);
+    checkAudience(claims, [this.#deps.settings.issuer]);
     const { jti } = checkTimeAndJti(claims, this.timeRules());
 
-    const host = await this.store.findHostByThumbprint(iss);
+    const host = await this.#deps.store.findHostByThumbprint(iss);
     let presentedJwk: PublicJwk | null = null;
     if (host) {
-      await verifySignature(decoded, await this.importer.import(host.publicJwk));
+      await verifySignature(decoded, await this.#deps.importer.import(host.publicJwk));
       // The signature proves which host calls: from here the request's access line names it.
       noteHost(host.id);
     } else {
@@ -80,11 +81,11 @@ export class HostAuthenticator {
       if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
     }
     // Recorded only after the signature verified, so a forgery cannot burn a real host's jti.
-    if (!(await this.store.recordHostJti(iss, jti, jtiTtlMs(this.settings)))) {
+    if (!(await this.#deps.store.recordHostJti(iss, jti, jtiTtlMs(this.#deps.settings)))) {
       throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
     }
     if (host) {
-      await this.budgets.host(host.id, options.limit ?? 'host');
+      await this.#deps.budgets.host(host.id, options.limit ?? 'host');
       const refusal = host.status === 'revoked' && options.allowRevoked === true ? null : hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
     }
@@ -98,13 +99,13 @@ export class HostAuthenticator {
       if (claims.host_jwks_url !== undefined) throw new ApiError('invalid_request', 'host_jwks_url is not supported; send host_public_key');
       throw new ApiError('invalid_jwt', 'unknown host: the JWT must carry host_public_key');
     }
-    const { jwk } = parsePublicJwk(claims.host_public_key, this.settings.algorithms, 'host_public_key');
+    const { jwk } = parsePublicJwk(claims.host_public_key, this.#deps.settings.algorithms, 'host_public_key');
     if (jwkThumbprint(jwk) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of host_public_key');
-    await verifySignature(decoded, await this.importer.import(jwk));
+    await verifySignature(decoded, await this.#deps.importer.import(jwk));
     return jwk;
   }
 
   private timeRules() {
-    return timeRulesAt(this.clock.nowMs(), this.settings);
+    return timeRulesAt(this.#deps.clock.nowMs(), this.#deps.settings);
   }
 }

@@ -11,11 +11,13 @@ import type {
   HostRecord,
   HostStatus,
 } from '../domain/types.ts';
-import type { AuditEvent, AuditRecord } from '../audit/events.ts';
+import type { AuditEvent, AuditReader, AuditRecord } from '../audit/events.ts';
 import type { AgentPatch, HostPatch } from './records.ts';
 
 // The patch types are derived from the record tables in records.ts (one list of each record's fields).
 export type { AgentPatch, HostPatch } from './records.ts';
+// The bound of one read is the trail's own (audit/events.ts); the stores enforce it.
+export { MAX_AUDIT_READ } from '../audit/events.ts';
 
 /** What the clean-up job tracks: agents and hosts waiting for approval, and agents' open approvals. */
 export type PendingKind = 'agent' | 'host' | 'approval';
@@ -100,8 +102,6 @@ export type CreateAgentResult =
   | { created: false; reason: 'exists'; existingAgentId: string }
   | { created: false; reason: 'host_changed' | 'too_many_agents' | 'too_many_pending' };
 
-/** At most this many audit events in one read or one forwarding claim. */
-export const MAX_AUDIT_READ = 1000;
 
 /** What an audit forwarder asks for: a batch of events to deliver, its own or abandoned. */
 export interface AuditClaim {
@@ -273,7 +273,7 @@ export interface PersonRecords {
 }
 
 /** The audit trail: appended by every instance, read by the audit API, forwarded by the webhook forwarders. */
-export interface AuditRecords {
+export interface AuditRecords extends AuditReader {
   /**
    * Appends events, oldest first, keeping about the newest `maxEvents` (Redis trims approximately:
    * never fewer, at most about one stream node more), and, when `maxAgeMs` is given, dropping
@@ -283,8 +283,6 @@ export interface AuditRecords {
    * written.
    */
   appendAuditEvents(records: readonly AuditRecord[], maxEvents: number, maxAgeMs?: number): Promise<boolean[]>;
-  /** Up to `count` events, newest first, strictly older than the id `beforeId` (null: from the newest). */
-  readAuditEvents(beforeId: string | null, count: number): Promise<AuditEvent[]>;
   /**
    * Hands a forwarder up to `count` events to deliver: first any that another forwarder (or this
    * one before a restart) held for `reclaimIdleMs` without acknowledging, else events no forwarder

@@ -31,6 +31,7 @@ const FORGET_IDLE_CONSUMERS_MS = 3_600_000;
 const FORGET_EVERY_MS = 600_000;
 /** How long closing waits for the store to take back what this forwarder held. */
 const CLOSE_DEADLINE_MS = 5000;
+/** A receiver that keeps failing is logged about once in this long, however often it is retried. */
 const LOG_EVERY_MS = 10_000;
 
 interface AuditForwarderOptions {

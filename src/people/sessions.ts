@@ -53,6 +53,9 @@ export type SessionData = z.infer<typeof sessionSchema>;
 export type PasskeyCeremony = keyof SessionData['passkeyChallenges'];
 
 /** A signed-in person's session, or an anonymous visitor (nothing stored, nothing to keep). */
+/** A session with someone signed in. */
+export type SignedInSession = PersonSession & { data: SessionData };
+
 export interface PersonSession {
   /** The cookie's value; never stored. */
   id: string;
@@ -129,7 +132,7 @@ export class PersonSessions {
   }
 
   /** Signed in recently enough to decide an approval (SIGN_IN_FRESH_SECONDS). */
-  isFresh(session: PersonSession): boolean {
+  isFresh(session: PersonSession): session is SignedInSession {
     const person = session.data?.person;
     return person !== undefined && this.#clock.nowMs() - person.signedInAtMs <= this.#settings.freshSeconds * 1000;
   }

@@ -138,7 +138,7 @@ export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
   // answer (in the session, bound to this passkey), which this page hands the browser.
   router.get(`${ACCOUNT_PATH}/passkeys/remove`, page(async (req, res, session) => {
     // A return path is at most 512 characters (http/device/sign-in.ts); a longer passkey id starts over from the list.
-    if (!session.data || !sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl.length <= 512 ? req.originalUrl : ACCOUNT_PATH));
+    if (!sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl.length <= 512 ? req.originalUrl : ACCOUNT_PATH));
     page.backTo(res, ACCOUNT_PATH);
     const parsed = passkeyId.safeParse(req.query.passkey_id);
     if (!parsed.success) throw noPasskey();

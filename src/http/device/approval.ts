@@ -21,9 +21,7 @@ export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper):
 
   // RFC 8628 §3.3: the verification URI; `?user_code=` is verification_uri_complete.
   router.get('/device', page(async (req, res, session) => {
-    if (!session.data || !sessions.isFresh(session)) {
-      return redirectTo(signInUrl(req.originalUrl));
-    }
+    if (!sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl));
     const typed = typeof req.query.user_code === 'string' ? req.query.user_code : undefined;
     if (typed === undefined) return codePage();
     let view;

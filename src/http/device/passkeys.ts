@@ -16,9 +16,7 @@ export function passkeyPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
   const forms = express.urlencoded({ extended: false, limit: '32kb', parameterLimit: 64 });
 
   router.get('/passkeys/new', page(async (req, _res, session) => {
-    if (!session.data || !sessions.isFresh(session)) {
-      return redirectTo(signInUrl(req.originalUrl));
-    }
+    if (!sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl));
     if (!deps.passkeys) {
       throw new ApiError('unauthorized', "Passkeys cannot work on this server: its address is an IP address. An administrator sets ISSUER to a host name (e.g. http://localhost:3000).");
     }
@@ -33,7 +31,7 @@ export function passkeyPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
   router.post('/passkeys', forms, page(async (req, _res, session) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     if (!sessions.csrfMatches(session, body.csrf)) throw new ApiError('unauthorized', 'This form is out of date. Go back, reload the page and try again.');
-    if (!session.data || !sessions.isFresh(session)) throw new ApiError('authentication_required', 'Sign in again to add a passkey.');
+    if (!sessions.isFresh(session)) throw new ApiError('authentication_required', 'Sign in again to add a passkey.');
     const proof = typeof body.proof === 'string' && body.proof !== '' ? body.proof : undefined;
     const passkey = await registerPasskey(deps, session, typeof body.response === 'string' ? body.response : '', proof);
     logger.info('passkey added', { personId: session.data.person.personId, passkeyId: passkey.id });

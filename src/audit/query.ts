@@ -41,11 +41,13 @@ export interface AuditPage {
 }
 
 /** The most an event's append can trail its `at` (and lead it, by clock skew). */
-export function auditTimeSlackMs(config: Pick<Config, 'AUDIT_FLUSH_MS' | 'REDIS_COMMAND_TIMEOUT_MS'>): number {
+function auditTimeSlackMs(config: Pick<Config, 'AUDIT_FLUSH_MS' | 'REDIS_COMMAND_TIMEOUT_MS'>): number {
   return 2 * config.AUDIT_FLUSH_MS + config.REDIS_COMMAND_TIMEOUT_MS + AUDIT_CLOCK_SKEW_MS;
 }
 
-export async function queryAudit(store: AuditReader, query: AuditQuery, slackMs: number): Promise<AuditPage> {
+export async function queryAudit(deps: { store: AuditReader; config: Pick<Config, 'AUDIT_FLUSH_MS' | 'REDIS_COMMAND_TIMEOUT_MS'> }, query: AuditQuery): Promise<AuditPage> {
+  const { store } = deps;
+  const slackMs = auditTimeSlackMs(deps.config);
   const { filter } = query;
   const limit = Math.min(Math.max(1, Math.trunc(query.limit)), AUDIT_MAX_LIMIT);
   const budget = Math.max(AUDIT_SCAN_FLOOR, SCAN_PER_RESULT * limit);

@@ -1,4 +1,4 @@
-// Wiring of the audit trail shared by start-up (src/main.ts) and the test server:
+// Wiring of the audit trail, used by the one assembly of the service (src/app.ts assembleService):
 // the writer, the webhook forwarder when one is configured, and the reloads that change what
 // decides (the policy and the operator plugins), which happen outside any request.
 import type { Config } from '../config.ts';

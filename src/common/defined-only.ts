@@ -1,6 +1,6 @@
 // The one way agentgate drops undefined members: stored records, store patches
 // and wire views all leave an absent optional field out rather than carry it as `undefined`. It sits
-// at src/ level, importing nothing, so the stores and the HTTP views can both use it.
+// in common/, importing nothing, so the stores and the HTTP views can both use it.
 
 /**
  * A new object with the own members of `value` (only `keys`, when given) whose value is not

@@ -11,9 +11,8 @@ import { ApiError, isApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
 import { approveAgent, denyAgent } from '../services/approvals/decide.ts';
 import { listWaitingAgents, MAX_LISTED_APPROVALS } from '../services/approvals/waiting.ts';
-import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, auditTimeSlackMs, queryAudit } from '../audit/query.ts';
+import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, queryAudit } from '../audit/query.ts';
 import type { ServiceDeps } from '../services/deps.ts';
-import { revokeHost } from '../services/hosts.ts';
 import { removePasskeysAsAdmin } from '../people/passkeys.ts';
 import { parseWith, tokenOf } from './parse.ts';
 import { adminApproveBodySchema, adminCreateHostBodySchema, adminDenyBodySchema } from './schemas.ts';
@@ -80,7 +79,7 @@ export function adminRouter(deps: ServiceDeps): Router {
     }
     await deps.audit.flush();
     const filter = { agentId: query.agent_id, hostId: query.host_id, type: query.type, sinceMs: query.since, untilMs: query.until };
-    const page = await queryAudit(deps.store, { filter, limit: query.limit, cursor: query.cursor }, auditTimeSlackMs(deps.config));
+    const page = await queryAudit(deps, { filter, limit: query.limit, cursor: query.cursor });
     res.json({ events: page.events, next_cursor: page.nextCursor });
   });
 
@@ -93,15 +92,11 @@ export function adminRouter(deps: ServiceDeps): Router {
   });
 
   router.get('/admin/hosts/:hostId', async (req, res) => {
-    const host = await deps.store.getHost(req.params.hostId);
-    if (!host) throw new ApiError('host_not_found', 'no host has this id');
-    res.json(hostView(host));
+    res.json(hostView(await admin.hostForAdmin(deps, req.params.hostId)));
   });
 
   router.post('/admin/hosts/:hostId/revoke', async (req, res) => {
-    const host = await deps.store.getHost(req.params.hostId);
-    if (!host) throw new ApiError('host_not_found', 'no host has this id');
-    const { agentsRevoked } = await revokeHost(deps, host, { actor: 'admin', via: 'admin_api' });
+    const { host, agentsRevoked } = await admin.revokeHostAsAdmin(deps, req.params.hostId);
     res.json({ host_id: host.id, status: 'revoked', agents_revoked: agentsRevoked });
   });
 
@@ -120,9 +115,7 @@ export function adminRouter(deps: ServiceDeps): Router {
   });
 
   router.get('/admin/agents/:agentId', async (req, res) => {
-    const snapshot = await deps.store.getAgent(req.params.agentId);
-    if (!snapshot) throw new ApiError('agent_not_found', 'no agent has this id');
-    res.json(agentView(snapshot, view()));
+    res.json(agentView(await admin.agentForAdmin(deps, req.params.agentId), view()));
   });
 
   router.post('/admin/agents/:agentId/approve', async (req, res) => {

@@ -1,39 +1,13 @@
-// Liveness and readiness for operators, orchestrators and load balancers.
+// Liveness and readiness for operators, orchestrators and load balancers (what is ready is decided
+// by services/health.ts).
 // /healthz says the process is up and serving HTTP, and nothing else: a liveness probe that failed
 // whenever Redis did would restart every instance during a Redis outage, which helps nobody.
 // /readyz says whether this instance can do its work (store reachable, policy loaded, operators
 // loaded) and, when not, what is wrong, so traffic goes elsewhere until it is.
 import { Router } from 'express';
 import type { ServiceDeps } from '../services/deps.ts';
+import { readiness } from '../services/health.ts';
 import { requestContextOf } from './access.ts';
-
-interface ReadinessCheck {
-  ok: boolean;
-  /** What is wrong, in words, when not ok. */
-  problem?: string;
-  [detail: string]: unknown;
-}
-
-/** Each dependency's state; the store is asked within its own deadline (the store guard's). */
-export async function readiness(deps: Pick<ServiceDeps, 'store' | 'policy' | 'operators' | 'logger'>): Promise<Record<'store' | 'policy' | 'operators', ReadinessCheck>> {
-  let store: ReadinessCheck = { ok: true, kind: deps.store.kind };
-  try {
-    await deps.store.ping();
-  } catch (err) {
-    // Anyone may ask /readyz: the store's own error (addresses, versions) goes to the log only.
-    deps.logger.warn('readiness: the store cannot be reached', { err });
-    store = { ok: false, kind: deps.store.kind, problem: `the ${deps.store.kind} store cannot be reached (the log says why)` };
-  }
-  const info = deps.policy.info();
-  const policy: ReadinessCheck = info.generation > 0 && info.sha256
-    ? { ok: true, sha256: info.sha256, generation: info.generation, loaded_at: new Date(info.loadedAtMs).toISOString() }
-    : { ok: false, problem: 'no policy is loaded' };
-  const names = deps.operators.names();
-  const operators: ReadinessCheck = names.length > 0
-    ? { ok: true, builtin: names.filter((n) => !deps.operators.isPlugin(n)), plugins: names.filter((n) => deps.operators.isPlugin(n)) }
-    : { ok: false, problem: 'no constraint operators are loaded' };
-  return { store, policy, operators };
-}
 
 export function healthRouter(deps: ServiceDeps): Router {
   const router = Router();

@@ -8,8 +8,9 @@ import type { AuditBy } from '../audit/events.ts';
 import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { revokeAgentById } from './agents.ts';
-import type { ServiceDeps } from './deps.ts';
-import { linkHost, withdrawHostTrust } from './hosts.ts';
+import type { DepsWith, ServiceDeps } from './deps.ts';
+import type { AgentRecords, HostRecords } from '../store/store.ts';
+import { linkHost, revokeHost, withdrawHostTrust } from './hosts.ts';
 import { transitionAgent } from './transitions.ts';
 import { newHostId } from './ids.ts';
 
@@ -56,11 +57,28 @@ export async function preRegisterHost(deps: ServiceDeps, request: PreRegisterHos
   return linkHost(deps, { ...current, defaultCapabilities: request.defaultCapabilities }, request.userId, ADMIN_API);
 }
 
-/** An administrator withdraws a person's link (or any trust) from a host: services/hosts.ts withdrawHostTrust. */
-export async function unlinkHostAsAdmin(deps: ServiceDeps, hostId: string) {
+/** A host, as the admin API shows it; 404 host_not_found when no host has this id. */
+export async function hostForAdmin(deps: DepsWith<never, Pick<HostRecords, 'getHost'>>, hostId: string): Promise<HostRecord> {
   const host = await deps.store.getHost(hostId);
   if (!host) throw new ApiError('host_not_found', 'no host has this id');
-  return withdrawHostTrust(deps, host, ADMIN_API);
+  return host;
+}
+
+/** An agent, as the admin API shows it; 404 agent_not_found when no agent has this id. */
+export async function agentForAdmin(deps: DepsWith<never, Pick<AgentRecords, 'getAgent'>>, agentId: string): Promise<AgentSnapshot> {
+  const snapshot = await deps.store.getAgent(agentId);
+  if (!snapshot) throw new ApiError('agent_not_found', 'no agent has this id');
+  return snapshot;
+}
+
+/** Revokes a host and every agent under it (services/hosts.ts revokeHost), as an administrator. */
+export async function revokeHostAsAdmin(deps: ServiceDeps, hostId: string) {
+  return revokeHost(deps, await hostForAdmin(deps, hostId), ADMIN_API);
+}
+
+/** An administrator withdraws a person's link (or any trust) from a host: services/hosts.ts withdrawHostTrust. */
+export async function unlinkHostAsAdmin(deps: ServiceDeps, hostId: string) {
+  return withdrawHostTrust(deps, await hostForAdmin(deps, hostId), ADMIN_API);
 }
 
 /** Ends the agent's session now, as if its session TTL had elapsed. */

@@ -1,7 +1,9 @@
-// Rate budgets are spent by the use cases, in this layer only: the transport and authentication
-// know nothing of them. Authentication says WHEN a verified caller spends (after its signature and
-// its jti proved it, before its status is judged, so a revoked host's refused calls still cost it),
-// through the CallerBudgets it is given; this module says WHAT is spent. Execute, batch execute,
+// Rate budgets are spent by this layer only: neither the transport nor authentication holds a rate
+// limiter. Authentication says WHEN a verified caller spends (after its signature and its jti
+// proved it, before its status is judged, so a revoked host's refused calls still cost it), through
+// the CallerBudgets it is given; this module says WHAT is spent. A request that carries no JWT has
+// no caller to charge, so the handlers of those endpoints (discovery, an anonymous capability list
+// or describe, introspection) charge its address here, first thing. Execute, batch execute,
 // registration and the approval page spend their own budgets where they decide (services/execute.ts,
 // services/registration.ts, services/approvals/by-person.ts).
 import type { CallerBudgets } from '../auth/budgets.ts';

@@ -6,6 +6,7 @@ import express, { Router } from 'express';
 import { ApiError, isApiError } from '../../errors.ts';
 import { presenceOptions } from '../../people/passkeys.ts';
 import { decideAsPerson, findApprovalByCode } from '../../services/approvals/by-person.ts';
+import { namesToTellApart } from '../../services/approvals/view.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { approvalPage, codePage, decidedPage, type PresenceOnPage } from './pages/device-pages.ts';
 import { redirectTo, type PageWrapper } from './session.ts';
@@ -42,7 +43,7 @@ export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper):
         : deps.passkeys ? { kind: 'no_passkey', addUrl: `/passkeys/new?return_to=${encodeURIComponent(req.originalUrl)}` }
           : { kind: 'unavailable' };
     }
-    const known = await knownNames(deps, session.data.person.personId, view.host.id);
+    const known = await namesToTellApart(deps, session.data.person.personId, view.host.id);
     return approvalPage(view, { csrfToken: session.data.csrfToken, userCode: typed, nowMs: deps.clock.nowMs(), presence, known, plugins: (name) => deps.operators.get(name) });
   }));
 
@@ -62,23 +63,9 @@ export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper):
     const webauthnResponse = typeof body.webauthn_response === 'string' && body.webauthn_response !== '' ? body.webauthn_response : undefined;
     const outcome = await decideAsPerson(deps, session, { agentId, approvalId, verdict, capabilities, webauthnResponse });
     logger.info('approval decided on the page', { agentId, approvalId, verdict, personId: session.data?.person.personId, approved: outcome.approved.map((g) => g.capability) });
-    const known = await knownNames(deps, session.data!.person.personId, outcome.snapshot.agent.hostId);
+    const known = await namesToTellApart(deps, session.data!.person.personId, outcome.snapshot.agent.hostId);
     return decidedPage(verdict, outcome.snapshot.agent.name, outcome.approved, outcome.notApproved, { known, plugins: (name) => deps.operators.get(name) });
   }));
 
   return router;
 }
-
-/**
- * Names an agent or host might imitate on this person's page: the server's own, and the names of
- * the person's other hosts (read from their host links: bounded by what they linked).
- */
-async function knownNames(deps: PersonServiceDeps, personId: string, shownHostId: string): Promise<string[]> {
-  const names = [deps.config.PROVIDER_NAME];
-  const hostIds = (await deps.store.listPersonHostIds(personId)).filter((id) => id !== shownHostId).slice(0, 50);
-  for (const host of await Promise.all(hostIds.map((id) => deps.store.getHost(id)))) {
-    if (host?.name && host.userId === personId) names.push(host.name);
-  }
-  return names;
-}
-

@@ -2,6 +2,8 @@
 // alike, so what a person sees cannot differ by door; and the one rule of who may decide it.
 import type { Catalog } from '../../catalog/catalog.ts';
 import type { AgentRecord, AgentSnapshot, Constraints, HostRecord } from '../../domain/types.ts';
+import type { HostRecords, PersonRecords } from '../../store/store.ts';
+import type { DepsWith } from '../deps.ts';
 
 /** One capability an approval decides, as a person sees it, with the id of the grant it decides. */
 export interface RequestedGrant {
@@ -75,3 +77,17 @@ export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: 
 export function decidesFor(personId: string, host: Pick<HostRecord, 'userId'>, agent: Pick<AgentRecord, 'userId' | 'mode'>): boolean {
   return agent.mode === 'delegated' && (host.userId === undefined || host.userId === personId) && (agent.userId === undefined || agent.userId === personId);
 }
+
+/**
+ * Names an agent or host might imitate on this person's page: the server's own, and the names of
+ * the person's other hosts (read from their host links: bounded by what they linked).
+ */
+export async function namesToTellApart(deps: DepsWith<'config', Pick<HostRecords, 'getHost'> & Pick<PersonRecords, 'listPersonHostIds'>>, personId: string, shownHostId: string): Promise<string[]> {
+  const names = [deps.config.PROVIDER_NAME];
+  const hostIds = (await deps.store.listPersonHostIds(personId)).filter((id) => id !== shownHostId).slice(0, 50);
+  for (const host of await Promise.all(hostIds.map((id) => deps.store.getHost(id)))) {
+    if (host?.name && host.userId === personId) names.push(host.name);
+  }
+  return names;
+}
+

@@ -167,13 +167,28 @@ export async function startAgentgate(options: AgentgateOptions = {}): Promise<Ag
   const env = options.env ?? {};
   const level = env.LOG_LEVEL ?? 'info';
   if (level !== 'info' && level !== 'debug') throw new Error(`startAgentgate reads the start-up line, which is logged at info; LOG_LEVEL ${level} hides it`);
-  const port = options.port ?? (env.PORT === undefined ? await freePort() : Number(env.PORT));
-  const workers = Number(env.WORKERS ?? '1');
-  const started = spawnAgentgate({ PORT: String(port), ...env }, options);
-  const what = `${options.via === 'npm' ? 'npm start' : 'node src/main.ts'} on port ${port}${workers > 1 ? ` with ${workers} workers` : ''}`;
-  const startup = await listeningLines(started, Math.max(workers, 1), what);
-  return { ...started, port, base: `http://127.0.0.1:${port}`, startup };
+  // A port this picks is free when picked, but another process (a suite running beside this one)
+  // may bind it before the server does: then the server exits with EADDRINUSE, and a start on
+  // another free port is the same test. Only that failure, and only for a port this picked (the
+  // issuer names no port of its own), is started again, a bounded number of times.
+  const picksPort = options.port === undefined && env.PORT === undefined && env.ISSUER === undefined;
+  for (let attempt = 1; ; attempt++) {
+    const port = options.port ?? (env.PORT === undefined ? await freePort() : Number(env.PORT));
+    const workers = Number(env.WORKERS ?? '1');
+    const started = spawnAgentgate({ PORT: String(port), ...env }, options);
+    const what = `${options.via === 'npm' ? 'npm start' : 'node src/main.ts'} on port ${port}${workers > 1 ? ` with ${workers} workers` : ''}`;
+    try {
+      const startup = await listeningLines(started, Math.max(workers, 1), what);
+      return { ...started, port, base: `http://127.0.0.1:${port}`, startup };
+    } catch (error) {
+      const taken = started.output().includes(`EADDRINUSE 127.0.0.1:${port}`);
+      if (!picksPort || !taken || attempt === PORT_ATTEMPTS) throw error;
+    }
+  }
 }
+
+/** Starts on another free port after a port was taken between picking and binding, at most this often in all. */
+const PORT_ATTEMPTS = 3;
 
 /** The first start-up line, once `count` processes have logged one; on failure, the process is killed. */
 async function listeningLines(started: Spawned, count: number, what: string): Promise<Record<string, unknown>> {

@@ -1,14 +1,32 @@
 // Small networking helpers for tests and benchmarks that start their own processes.
 import type { ChildProcess } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { connect, createServer } from 'node:net';
 
-/** A free loopback port (closed again at once; the caller binds it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
+/**
+ * Ports freePort picks from: below Linux's ephemeral range (32768-60999, where listen(0) and every
+ * outgoing connection take their local port), so that between the pick and the bind no connection
+ * of this or another process (a suite running beside this one) can be given the port by the kernel.
+ * It used to be listen(0)'s own pick, and a server started on it sometimes found it taken.
+ */
+const PICKED_PORTS = { from: 20_000, to: 32_767 };
+const PICK_ATTEMPTS = 100;
+
+/** A loopback port free now, at random in PICKED_PORTS (the caller binds it). */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < PICK_ATTEMPTS; attempt++) {
+    const port = PICKED_PORTS.from + randomInt(PICKED_PORTS.to - PICKED_PORTS.from + 1);
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free loopback port in ${PICKED_PORTS.from}-${PICKED_PORTS.to} after ${PICK_ATTEMPTS} tries`);
+}
+
+/** Whether the loopback port can be bound now (nothing listens on it, on 127.0.0.1 or on every address). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
   });
 }
 

@@ -5,12 +5,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { ClusterNodeAddress } from '../../src/store/redis/connection.ts';
 import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
+import { freePort } from './net.ts';
+
+// Tests that start servers of their own import the port picker from here too.
+export { freePort } from './net.ts';
 
 const LOCAL_URL = 'redis://127.0.0.1:6379';
 const HOW_TO_GET_REDIS =
@@ -124,19 +127,6 @@ export interface ThrowawayRedis {
   process: ChildProcess;
   /** Kills the server and removes its directory; safe to call twice. */
   stop(): Promise<void>;
-}
-
-/** A TCP port that was free a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 const running = new Set<ChildProcess>();

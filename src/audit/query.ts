@@ -19,9 +19,10 @@ import {
 } from './events.ts';
 import type { Config } from '../config.ts';
 
+/** The most events one page answers, and how many it answers when the request names no limit. */
 export const AUDIT_MAX_LIMIT = 500;
 export const AUDIT_DEFAULT_LIMIT = 50;
-/** Events one request may read at least (10 × limit when that is more). */
+/** Events one request may read: at least the floor, else this many per event it may answer. */
 const AUDIT_SCAN_FLOOR = 1000;
 const SCAN_PER_RESULT = 10;
 /** How far instance clocks may drift from the store's and `since`/`until` still hold exactly. */

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { ApiError } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
 import { safeReturnTo as sameOriginPath } from '../../people/sign-in/urls.ts';
+import { developmentPerson } from '../../people/sign-in/development.ts';
 import { pendingSignInSchema, type OidcSignIn } from '../../people/sign-in/oidc.ts';
 import { sameSecret, type PersonSessions } from '../../people/sessions.ts';
 import type { Clock } from '../../common/clock.ts';
@@ -112,13 +113,10 @@ export function signInRouter(deps: SignInDeps, page: PageWrapper): Router {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const state = await readPreSignIn(req);
     if (!state || !sameSecret(body.csrf, state.csrf)) throw new ApiError('unauthorized', 'This form is out of date. Go back, reload the page and try again.');
-    const name = typeof body.name === 'string' ? body.name.trim() : '';
-    if (!/^[\p{L}\p{N} ._-]{1,64}$/u.test(name)) throw new ApiError('invalid_request', 'Use a name of letters, digits, spaces, dots, dashes (at most 64).');
-    logger.warn('INSECURE_DEV_SIGN_IN: someone signed in by name alone; never use this in production', { name });
+    const person = developmentPerson(body.name, clock.nowMs());
+    logger.warn('INSECURE_DEV_SIGN_IN: someone signed in by name alone; never use this in production', { name: person.name });
     clearPreSignIn(res);
-    // Typing the name is this sign-in's whole ceremony, so it counts as credentials entered now.
-    const nowMs = clock.nowMs();
-    const signedIn = await sessions.signIn(session, { personId: `dev|${name}`, name, signedInAtMs: nowMs, freshLoginAtMs: nowMs });
+    const signedIn = await sessions.signIn(session, person);
     page.replaceSession(res, signedIn);
     return redirectTo(safeReturnTo(body.return_to));
   }));

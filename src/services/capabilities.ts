@@ -50,7 +50,7 @@ interface ListQuery {
 }
 
 /** Cursor = base64url of the offset into the filtered list (stable while the catalog is). */
-export function listCapabilities(deps: ServiceDeps, viewer: Viewer, q: ListQuery) {
+export function listCapabilities(deps: Pick<ServiceDeps, 'catalog'>, viewer: Viewer, q: ListQuery) {
   const needle = q.query?.toLowerCase();
   const matching = deps.catalog
     .list()
@@ -68,7 +68,7 @@ function decodeCursor(cursor: string): number {
   return n;
 }
 
-export function describeCapability(deps: ServiceDeps, viewer: Viewer, name: string): Capability {
+export function describeCapability(deps: Pick<ServiceDeps, 'catalog'>, viewer: Viewer, name: string): Capability {
   const capability = deps.catalog.get(name);
   if (!capability || !visible(viewer, capability)) throw new ApiError('capability_not_found', 'no capability has this name');
   return capability;

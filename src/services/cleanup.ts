@@ -12,10 +12,12 @@
 // may still ask for a fresh code (POST /agent/device/code).
 import type { AgentSnapshot } from '../domain/types.ts';
 import type { Logger } from '../logger.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { AgentRecords, HostRecords, PendingIndex } from '../store/store.ts';
+import type { DepsWith } from './deps.ts';
 
 /** What the clean-up needs; removals are recorded in the audit trail (actor `system`). */
-type CleanupDeps = Pick<ServiceDeps, 'store' | 'clock' | 'audit'>;
+/** The clean-up reads and removes what waits (the pending index) and reads the records it names. */
+type CleanupDeps = DepsWith<'clock' | 'audit', PendingIndex & Pick<AgentRecords, 'getAgent' | 'casAgent'> & Pick<HostRecords, 'getHost'>>;
 
 /** Items looked at per kind and run: a long backlog is worked off over several runs, bounded each time. */
 const BATCH = 200;

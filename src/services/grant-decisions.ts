@@ -22,7 +22,7 @@ export function dedupeRequests(requests: RequestedCapability[]): RequestedCapabi
 }
 
 /** Operator, size and schema checks of every proposal (400s), before anything is decided. */
-export function validateRequests(deps: ServiceDeps, requests: readonly RequestedCapability[]): void {
+export function validateRequests(deps: Pick<ServiceDeps, 'catalog' | 'logger' | 'operators' | 'policy'>, requests: readonly RequestedCapability[]): void {
   validateConstraints(requests.map((r) => ({ capability: r.name, constraints: r.constraints })), deps.operators, deps.catalog.declaredArguments);
 }
 
@@ -39,7 +39,7 @@ interface GrantDecisionArgs {
 }
 
 /** New grant records (active or pending) for `requests`; throws on invalid or blocked ones. */
-export function decideNewGrants(deps: ServiceDeps, args: GrantDecisionArgs): GrantRecord[] {
+export function decideNewGrants(deps: Pick<ServiceDeps, 'catalog' | 'logger' | 'operators' | 'policy'>, args: GrantDecisionArgs): GrantRecord[] {
   validateRequests(deps, args.requests);
   if (args.requests.length === 0) return [];
   const input: GrantsInput = {

@@ -8,11 +8,14 @@ import type { AuditBy } from '../audit/events.ts';
 import type { AgentSnapshot, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { revokeAgentById } from './agents.ts';
-import type { DepsWith, ServiceDeps } from './deps.ts';
-import type { AgentRecords, HostRecords } from '../store/store.ts';
+import type { DepsWith, ServiceDepsOver } from './deps.ts';
+import type { AgentRecords, HostRecords, PendingIndex, PersonRecords, StoreBackend } from '../store/store.ts';
 import { linkHost, revokeHost, withdrawHostTrust } from './hosts.ts';
 import { transitionAgent } from './transitions.ts';
 import { newHostId } from './ids.ts';
+
+/** What the administrator's operations may touch of the store: the roles below, no others. */
+type AdminDeps = ServiceDepsOver<AgentRecords & HostRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /** The audit trail's words for an administrator acting through the admin API. */
 const ADMIN_API: AuditBy = { actor: 'admin', via: 'admin_api' };
@@ -24,7 +27,7 @@ interface PreRegisterHost {
   userId: string;
 }
 
-export async function preRegisterHost(deps: ServiceDeps, request: PreRegisterHost): Promise<HostRecord> {
+export async function preRegisterHost(deps: AdminDeps, request: PreRegisterHost): Promise<HostRecord> {
   const { jwk } = parsePublicJwk(request.publicKey, deps.config.ALGORITHMS, 'public_key');
   const unknown = request.defaultCapabilities.filter((name) => !deps.catalog.has(name));
   if (unknown.length > 0) {
@@ -72,17 +75,17 @@ export async function agentForAdmin(deps: DepsWith<never, Pick<AgentRecords, 'ge
 }
 
 /** Revokes a host and every agent under it (services/hosts.ts revokeHost), as an administrator. */
-export async function revokeHostAsAdmin(deps: ServiceDeps, hostId: string) {
+export async function revokeHostAsAdmin(deps: AdminDeps, hostId: string) {
   return revokeHost(deps, await hostForAdmin(deps, hostId), ADMIN_API);
 }
 
 /** An administrator withdraws a person's link (or any trust) from a host: services/hosts.ts withdrawHostTrust. */
-export async function unlinkHostAsAdmin(deps: ServiceDeps, hostId: string) {
+export async function unlinkHostAsAdmin(deps: AdminDeps, hostId: string) {
   return withdrawHostTrust(deps, await hostForAdmin(deps, hostId), ADMIN_API);
 }
 
 /** Ends the agent's session now, as if its session TTL had elapsed. */
-export async function expireAgent(deps: ServiceDeps, agentId: string) {
+export async function expireAgent(deps: AdminDeps, agentId: string) {
   const nowMs = deps.clock.nowMs();
   const snapshot = await transitionAgent(deps.store, agentId, () => ({ sessionExpiresAtMs: nowMs - 1, set: { updatedAtMs: nowMs } }));
   deps.keys.invalidate(agentId);
@@ -91,13 +94,13 @@ export async function expireAgent(deps: ServiceDeps, agentId: string) {
 }
 
 /** Test hook (INSECURE_TEST_HOOKS): makes the absolute lifetime elapse now. */
-export async function exceedAbsoluteLifetime(deps: ServiceDeps, agentId: string) {
+export async function exceedAbsoluteLifetime(deps: AdminDeps, agentId: string) {
   const nowMs = deps.clock.nowMs();
   return transitionAgent(deps.store, agentId, () => ({ set: { absoluteExpiresAtMs: nowMs - 1, updatedAtMs: nowMs } }));
 }
 
 /** Revokes the agent and every grant it holds, as its host's revoke does; idempotent. */
-export async function revokeAgentAsAdmin(deps: ServiceDeps, agentId: string): Promise<AgentSnapshot> {
+export async function revokeAgentAsAdmin(deps: AdminDeps, agentId: string): Promise<AgentSnapshot> {
   return revokeAgentById(deps, agentId, undefined, (snapshot) => {
     deps.logger.info('agent revoked by the admin', { agentId, hostId: snapshot.agent.hostId });
     deps.audit.record({ type: 'agent.revoked', ...ADMIN_API, agent_id: agentId, host_id: snapshot.agent.hostId });
@@ -113,7 +116,7 @@ export interface LoadedOperator {
 }
 
 /** Every operator the registry knows now (after the latest reload), built-ins first. */
-export function listOperators(deps: ServiceDeps): LoadedOperator[] {
+export function listOperators(deps: AdminDeps): LoadedOperator[] {
   return deps.operators.names().map((name) => {
     const definition = deps.operators.get(name)!;
     const plugin = deps.operators.isPlugin(name);

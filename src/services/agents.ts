@@ -11,14 +11,20 @@ import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError, isApiError } from '../errors.ts';
 import { indexOpenApproval, newApproval, withoutGrants } from './approvals/open.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { ServiceDepsOver } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
+import type { AgentRecords, HostRecords, PendingIndex, ReplayRecords, StoreBackend } from '../store/store.ts';
+
+/** What operations on one agent may touch of the store: the roles below, no others. */
+/** What ending an agent (and freeing its host's pending slot) touches; every door's revocation shares it. */
+type WithdrawalDeps = ServiceDepsOver<AgentRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
+type AgentDeps = ServiceDepsOver<AgentRecords & HostRecords & ReplayRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /** The agent named by a host request, which must belong to that host (403 unauthorized). */
-async function ownedAgent(deps: ServiceDeps, verified: VerifiedHost, agentId: string): Promise<AgentSnapshot> {
+async function ownedAgent(deps: AgentDeps, verified: VerifiedHost, agentId: string): Promise<AgentSnapshot> {
   const snapshot = await deps.store.getAgent(agentId);
   if (!snapshot) throw new ApiError('agent_not_found', 'no agent has this id');
   if (snapshot.agent.hostId !== verified.host?.id) throw new ApiError('unauthorized', 'the agent does not belong to this host');
@@ -30,7 +36,7 @@ function assertOwner(verified: VerifiedHost, snapshot: AgentSnapshot): void {
 }
 
 // Protocol §4.5: GET /agent/status. Pending hosts may poll (docs/stances.md).
-export async function agentStatus(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
+export async function agentStatus(deps: AgentDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
   const snapshot = await ownedAgent(deps, verified, agentId);
   await refuseFastPolling(deps, snapshot);
@@ -43,7 +49,7 @@ export async function agentStatus(deps: ServiceDeps, token: string | null, agent
  * that was answered, so a client polling at the interval (as the official SDK does), with network
  * jitter, never sees it.
  */
-async function refuseFastPolling(deps: ServiceDeps, snapshot: AgentSnapshot): Promise<void> {
+async function refuseFastPolling(deps: AgentDeps, snapshot: AgentSnapshot): Promise<void> {
   const approval = snapshot.agent.approval;
   const waiting = approval !== undefined && approval.expiresAtMs > deps.clock.nowMs()
     && (snapshot.agent.status === 'pending' || snapshot.grants.some((g) => g.status === 'pending'));
@@ -63,7 +69,7 @@ export interface DeviceCode {
 // agent that waits for approval (the old code lapsed, or was lost). The new approval decides the
 // same pending grants (and registration); the old code stops working. A pending host may ask too:
 // its agents are the ones waiting (docs/stances.md). A denied agent's answer is final.
-export async function newDeviceCode(deps: ServiceDeps, token: string | null, agentId: string): Promise<DeviceCode> {
+export async function newDeviceCode(deps: AgentDeps, token: string | null, agentId: string): Promise<DeviceCode> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: true, limit: 'status' });
   await ownedAgent(deps, verified, agentId);
   const snapshot = await transitionAgent(deps.store, agentId, (current) => {
@@ -86,7 +92,7 @@ export async function newDeviceCode(deps: ServiceDeps, token: string | null, age
 
 // Protocol §4.6: only an expired agent is reactivated; an active one is returned unchanged; an
 // elapsed absolute lifetime revokes; grants are reset to the host's current defaults.
-export async function reactivateAgent(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
+export async function reactivateAgent(deps: AgentDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   await ownedAgent(deps, verified, agentId);
   const host = verified.host!;
@@ -124,7 +130,7 @@ export async function reactivateAgent(deps: ServiceDeps, token: string | null, a
   return result;
 }
 
-function reactivationChange(deps: ServiceDeps, host: HostRecord, snapshot: AgentSnapshot, nowMs: number) {
+function reactivationChange(deps: AgentDeps, host: HostRecord, snapshot: AgentSnapshot, nowMs: number) {
   const { agent, grants } = snapshot;
   const defaults = host.defaultCapabilities.filter((name) => deps.catalog.has(name)).map((name) => ({ name }));
   const fresh = decideNewGrants(deps, {
@@ -162,7 +168,7 @@ export function revokeChange(snapshot: AgentSnapshot, nowMs: number) {
  * Once an agent no longer waits for approval, its host's pending slot is freed. Best effort: a slot
  * left behind only frees itself when the approval would have lapsed, which errs towards refusing.
  */
-export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnapshot): Promise<void> {
+export async function releasePendingSlot(deps: WithdrawalDeps, snapshot: AgentSnapshot): Promise<void> {
   if (snapshot.agent.status === 'pending') return;
   try {
     await deps.store.forgetPendingAgent(snapshot.agent.hostId, snapshot.agent.id);
@@ -173,7 +179,7 @@ export async function releasePendingSlot(deps: ServiceDeps, snapshot: AgentSnaps
 }
 
 // Protocol §4.7: permanent; idempotent for an agent that is already revoked.
-export async function revokeAgent(deps: ServiceDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
+export async function revokeAgent(deps: AgentDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   await ownedAgent(deps, verified, agentId);
   return revokeAgentById(deps, agentId, (snapshot) => assertOwner(verified, snapshot), (result) => {
@@ -191,7 +197,7 @@ export async function revokeAgent(deps: ServiceDeps, token: string | null, agent
  * so a revocation answered "not yet durable" is in the audit trail too.
  */
 export async function revokeAgentById(
-  deps: ServiceDeps, agentId: string, assertAllowed: (snapshot: AgentSnapshot) => void = () => {}, announce: (result: AgentSnapshot) => void = () => {},
+  deps: WithdrawalDeps, agentId: string, assertAllowed: (snapshot: AgentSnapshot) => void = () => {}, announce: (result: AgentSnapshot) => void = () => {},
 ): Promise<AgentSnapshot> {
   const result = await transitionAgent(deps.store, agentId, (snapshot) => {
     assertAllowed(snapshot);
@@ -208,7 +214,7 @@ export async function revokeAgentById(
 // stops working at once (key version bump + cache invalidation on every instance). The new key's
 // registration index is claimed before anything else is written, as host rotation does: a lost
 // race is 409 agent_exists and changes nothing (docs/stances.md).
-export async function rotateAgentKey(deps: ServiceDeps, token: string | null, agentId: string, publicKey: unknown): Promise<AgentSnapshot> {
+export async function rotateAgentKey(deps: AgentDeps, token: string | null, agentId: string, publicKey: unknown): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
   const before = await ownedAgent(deps, verified, agentId);
@@ -266,7 +272,7 @@ const isOpen = (approval: ApprovalRecord | undefined, nowMs: number): approval i
 
 // Protocol §4.4: new grants (active or pending + approval); 409 when all are already granted.
 export async function requestCapabilities(
-  deps: ServiceDeps, token: string | null, requested: RequestedCapability[], reason: string | undefined,
+  deps: AgentDeps, token: string | null, requested: RequestedCapability[], reason: string | undefined,
 ): Promise<CapabilityRequestResult> {
   const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
   // Recorded once the agent is known, whatever the answer: the request is an attempt to gain authority.
@@ -288,7 +294,7 @@ export async function requestCapabilities(
 }
 
 async function decideCapabilityRequest(
-  deps: ServiceDeps, verified: VerifiedAgent, requested: RequestedCapability[], reason: string | undefined,
+  deps: AgentDeps, verified: VerifiedAgent, requested: RequestedCapability[], reason: string | undefined,
 ): Promise<CapabilityRequestResult> {
   const { config, clock, store } = deps;
   const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, clock.nowMs());
@@ -341,7 +347,7 @@ async function decideCapabilityRequest(
 // (host JWT naming agent_id), for a usable agent only (an expired agent's grants are reset by
 // reactivation; a revoked one has none left).
 export async function revokeCapabilities(
-  deps: ServiceDeps, token: string | null, agentIdInBody: string | undefined, names: string[],
+  deps: AgentDeps, token: string | null, agentIdInBody: string | undefined, names: string[],
 ): Promise<{ snapshot: AgentSnapshot; revoked: GrantRecord[] }> {
   if (!token) throw new ApiError('invalid_jwt', 'an agent or host JWT is required (Authorization: Bearer)');
   const caller = await identifyCaller(deps, token, {

@@ -5,9 +5,13 @@
 // its own. Nothing here decides what execute does not: see execute.ts.
 import { BATCH_ITEM_CONCURRENCY, batchCallId, forEachBounded } from '../domain/batch.ts';
 import { ApiError, isApiError, type ErrorCode } from '../errors.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { ServiceDepsOver } from './deps.ts';
 import { recordRefusedWhole, type AuditedCaller } from './execute-audit.ts';
 import { auditedCall, authenticateCalls, type AuthenticatedCalls } from './execute.ts';
+import type { AgentRecords, StoreBackend } from '../store/store.ts';
+
+/** What batch execute may touch of the store: the roles below, no others. */
+type ExecuteDeps = ServiceDepsOver<AgentRecords & Pick<StoreBackend, 'publishAgentInvalidation'>>;
 
 /** One call as the body carries it (zod has bounded it). */
 interface BatchCallRequest {
@@ -37,7 +41,7 @@ export type BatchCallOutcome =
  * the message of a call that failed on a bug, as the error handler does for a whole request.
  */
 export async function executeBatch(
-  deps: ServiceDeps, token: string | null, requests: readonly BatchCallRequest[], requestId?: string,
+  deps: ExecuteDeps, token: string | null, requests: readonly BatchCallRequest[], requestId?: string,
 ): Promise<BatchCallOutcome[]> {
   const callCapabilities = requests.map((request) => request.capability);
   const caller: AuditedCaller = {};
@@ -66,7 +70,7 @@ export async function executeBatch(
 }
 
 /** A call's refusal as its item shows it; anything but an ApiError is a bug, logged and answered 500. */
-function callError(deps: ServiceDeps, err: unknown, capability: string, agentId: string, requestId: string | undefined): BatchCallError {
+function callError(deps: ExecuteDeps, err: unknown, capability: string, agentId: string, requestId: string | undefined): BatchCallError {
   let refusal: ApiError;
   if (isApiError(err)) {
     refusal = err;

@@ -7,13 +7,16 @@ import { ApiError } from '../errors.ts';
 import type { Capability } from '../catalog/catalog.ts';
 import type { ServiceDeps } from './deps.ts';
 
+/** The capability views read no store record themselves: authentication reads what it needs. */
+type ViewerDeps = Omit<ServiceDeps, 'store'>;
+
 type Viewer =
   | { kind: 'anonymous' }
   | { kind: 'host' }
   | { kind: 'agent'; grants: GrantRecord[] };
 
 /** Identifies the caller from an optional bearer JWT (auth/caller.ts tells hosts from agents). */
-export async function resolveViewer(deps: ServiceDeps, token: string | null): Promise<Viewer> {
+export async function resolveViewer(deps: ViewerDeps, token: string | null): Promise<Viewer> {
   if (!token) {
     if (deps.config.CAPABILITY_LIST_REQUIRES_AUTH) {
       throw new ApiError('authentication_required', 'this server requires a host or agent JWT to list capabilities', undefined, {

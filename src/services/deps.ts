@@ -55,3 +55,6 @@ export interface PersonServiceDeps extends ServiceDeps {
  * reads and writes: a use case that names its roles says what it can touch.
  */
 export type DepsWith<Name extends keyof ServiceDeps, Roles> = Pick<ServiceDeps, Exclude<Name, 'store'>> & { store: Roles };
+
+/** Every dependency of the use cases, with the store narrowed to the roles a module's use cases touch. */
+export type ServiceDepsOver<Roles> = Omit<ServiceDeps, 'store'> & { store: Roles };

@@ -14,11 +14,14 @@ import { SandboxUnavailableError } from '../operators/sandbox.ts';
 import type { OperatorEvaluator } from '../policy/engine.ts';
 import { decideOrRefuse } from '../policy/fail-closed.ts';
 import type { Violation } from '../policy/types.ts';
-import type { ExecuteRoundTripResult } from '../store/store.ts';
+import type { AgentRecords, ExecuteRoundTripResult, StoreBackend } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { ServiceDepsOver } from './deps.ts';
 import { recordCallAllowed, recordCallRefused, recordRefusedWhole, type AuditedCaller, type CallContext } from './execute-audit.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
+
+/** What execute may touch of the store: the roles below, no others. */
+type ExecuteDeps = ServiceDepsOver<AgentRecords & Pick<StoreBackend, 'publishAgentInvalidation'>>;
 
 interface ExecuteRequest {
   capability: string;
@@ -46,7 +49,7 @@ export interface AuthenticatedCalls {
  * POST /capability/execute: authentication for its one capability, then the call. Its capability
  * budget's verdict was read with the agent's and host's (step 6), so the call has none left to read.
  */
-export async function executeCapability(deps: ServiceDeps, token: string | null, request: ExecuteRequest, requestId?: string): Promise<unknown> {
+export async function executeCapability(deps: ExecuteDeps, token: string | null, request: ExecuteRequest, requestId?: string): Promise<unknown> {
   const names = [request.capability];
   const caller: AuditedCaller = {};
   let authenticated: AuthenticatedCalls;
@@ -68,7 +71,7 @@ export async function executeCapability(deps: ServiceDeps, token: string | null,
  * and host once the signature verified, so a refusal after that point is recorded as theirs.
  */
 export async function authenticateCalls(
-  deps: ServiceDeps, token: string | null, capabilities: readonly string[], callCapabilities: readonly string[], endpoint: 'execute' | 'batch',
+  deps: ExecuteDeps, token: string | null, capabilities: readonly string[], callCapabilities: readonly string[], endpoint: 'execute' | 'batch',
   caller: AuditedCaller = {},
 ): Promise<AuthenticatedCalls> {
   const { config, clock, store } = deps;
@@ -146,7 +149,7 @@ export async function authenticateCalls(
  * recorded as `execute.allowed` with the outcome (completed, or failed and its code).
  */
 export async function auditedCall(
-  deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null, context: CallContext,
+  deps: ExecuteDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null, context: CallContext,
 ): Promise<unknown> {
   let allowed: AllowedCall;
   try {
@@ -175,7 +178,7 @@ interface AllowedCall {
 
 /** Steps 6–8 for one call: a refusal throws; an allowed call is returned to run. */
 async function decideCall(
-  deps: ServiceDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
+  deps: ExecuteDeps, authenticated: AuthenticatedCalls, request: ExecuteRequest, capabilityPoint: Promise<void> | null,
 ): Promise<AllowedCall> {
   const { agent, grants, nowMs, capabilityClaim } = authenticated;
   if (capabilityPoint) await capabilityPoint;
@@ -213,7 +216,7 @@ async function decideCall(
 }
 
 /** Step 9: run the handler of an allowed call. */
-async function runDecidedCall(deps: ServiceDeps, authenticated: AuthenticatedCalls, call: AllowedCall): Promise<unknown> {
+async function runDecidedCall(deps: ExecuteDeps, authenticated: AuthenticatedCalls, call: AllowedCall): Promise<unknown> {
   const { agent } = authenticated;
   const { capability } = call;
   try {
@@ -230,7 +233,7 @@ async function runDecidedCall(deps: ServiceDeps, authenticated: AuthenticatedCal
 }
 
 /** One point of the capability's own budget, if it has one; its refusal is read by its call alone. */
-function spendCapabilityPoint(deps: ServiceDeps, capability: string, agentId: string): Promise<void> | null {
+function spendCapabilityPoint(deps: ExecuteDeps, capability: string, agentId: string): Promise<void> | null {
   const spent = deps.limits.consumeCapability(capability, agentId);
   spent?.catch(() => {});
   return spent;
@@ -242,7 +245,7 @@ function spendCapabilityPoint(deps: ServiceDeps, capability: string, agentId: st
  * many of its calls share one.
  */
 async function giveBackCapabilityPoints(
-  deps: ServiceDeps, callCapabilities: readonly string[], points: ReadonlyArray<Promise<void> | null>, agentId: string,
+  deps: ExecuteDeps, callCapabilities: readonly string[], points: ReadonlyArray<Promise<void> | null>, agentId: string,
 ): Promise<void> {
   await Promise.all(callCapabilities.map(async (capability, i) => {
     const point = points[i];
@@ -271,7 +274,7 @@ function withMissingHints(violations: Violation[], args: Record<string, unknown>
  * The grants are the calling agent's own (one agent's snapshot), so the first names the agent the
  * sandbox is fair between, and each call names its grants, which an overrun trips.
  */
-async function pluginAnswers(deps: ServiceDeps, grants: GrantRecord[], args: Record<string, unknown>): Promise<OperatorEvaluator> {
+async function pluginAnswers(deps: ExecuteDeps, grants: GrantRecord[], args: Record<string, unknown>): Promise<OperatorEvaluator> {
   const calls = pluginCalls(grants, args, (name) => deps.operators.isPlugin(name));
   if (calls.length === 0) return NO_PLUGIN_CALLS;
   try {
@@ -326,7 +329,7 @@ export function validatedArguments(capability: Capability, given: Record<string,
 }
 
 /** Absolute lifetime revokes for good; persisted off the request path (the refusal stands anyway). */
-function persistAbsoluteRevocation(deps: ServiceDeps, agent: AgentRecord): void {
+function persistAbsoluteRevocation(deps: ExecuteDeps, agent: AgentRecord): void {
   void (async () => {
     const snapshot = await deps.store.getAgent(agent.id);
     if (!snapshot || snapshot.agent.status === 'revoked') return;

@@ -4,12 +4,15 @@ import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
 import type { AuditBy } from '../audit/events.ts';
 import type { AgentSnapshot, HostRecord, HostStatus } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import type { AgentChange } from '../store/store.ts';
+import type { AgentChange, AgentRecords, HostRecords, PendingIndex, PersonRecords, StoreBackend } from '../store/store.ts';
 import { releasePendingSlot, revokeChange } from './agents.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { ServiceDeps, ServiceDepsOver } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
+
+/** What host operations and their cascades may touch of the store: the roles below, no others. */
+type HostDeps = ServiceDepsOver<HostRecords & AgentRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /**
  * Applies `decide` to every agent of a host, one atomic transition each; returns how many changed
@@ -17,7 +20,7 @@ import { transitionAgent } from './transitions.ts';
  * durable changes nothing, yet must still confirm what the first attempt wrote).
  */
 async function cascadeToAgents(
-  deps: ServiceDeps, hostId: string, decide: (snapshot: AgentSnapshot) => AgentChange | null,
+  deps: HostDeps, hostId: string, decide: (snapshot: AgentSnapshot) => AgentChange | null,
 ): Promise<{ changed: number; agentIds: string[] }> {
   let changed = 0;
   const agentIds = await deps.store.listHostAgentIds(hostId);
@@ -50,7 +53,7 @@ const isTerminalHost = (status: HostStatus) => status === 'revoked' || status ==
  * A host write that may only happen while the host is live (SECURITY.md): checked in the
  * store's atomic step, so an approval that read the host before a revocation cannot undo it.
  */
-async function updateLiveHost(deps: ServiceDeps, hostId: string, patch: Parameters<ServiceDeps['store']['updateHost']>[1]): Promise<HostRecord> {
+async function updateLiveHost(deps: HostDeps, hostId: string, patch: Parameters<ServiceDeps['store']['updateHost']>[1]): Promise<HostRecord> {
   const result = await deps.store.updateHost(hostId, patch, LIVE_HOST_STATUSES);
   if (!result) throw new ApiError('host_not_found', 'the host does not exist');
   if (!result.updated) {
@@ -64,7 +67,7 @@ async function updateLiveHost(deps: ServiceDeps, hostId: string, patch: Paramete
 // Protocol §4.10: the host revokes itself; every agent is revoked with it. Registrations racing the
 // revocation are refused by the store's admission check (it reads the host's status in the step
 // that links the agent), so the cascade below sees every agent that got in.
-export async function revokeHost(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
+export async function revokeHost(deps: HostDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
   const nowMs = deps.clock.nowMs();
   const result = await deps.store.updateHost(host.id, { status: 'revoked', updatedAtMs: nowMs });
   if (!result) throw new ApiError('host_not_found', 'the host does not exist');
@@ -82,7 +85,7 @@ export async function revokeHost(deps: ServiceDeps, host: HostRecord, by: AuditB
   return { host: updated, agentsRevoked };
 }
 
-export async function revokeHostByToken(deps: ServiceDeps, token: string | null) {
+export async function revokeHostByToken(deps: HostDeps, token: string | null) {
   // DESIGN §9: a pending host may register and poll status, nothing else (revoking itself included).
   // A revoked one may repeat its revocation, to confirm one answered "not yet durable".
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false, allowRevoked: true });
@@ -90,7 +93,7 @@ export async function revokeHostByToken(deps: ServiceDeps, token: string | null)
 }
 
 // Protocol §4.9: signed with the current key; agents, grants and the user link stay with the host.
-export async function rotateHostKey(deps: ServiceDeps, token: string | null, publicKey: unknown): Promise<HostRecord> {
+export async function rotateHostKey(deps: HostDeps, token: string | null, publicKey: unknown): Promise<HostRecord> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   const host = verified.host!;
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
@@ -118,7 +121,7 @@ export async function rotateHostKey(deps: ServiceDeps, token: string | null, pub
  * administrator) are claimed (terminal, grants revoked): an autonomous agent never runs on a host a
  * person answers for, so one that waited must not become active there by a later approval.
  */
-export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: string, by: AuditBy): Promise<HostRecord> {
+export async function linkHost(deps: HostDeps, host: HostRecord, userId: string, by: AuditBy): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
   const waited: AgentSnapshot[] = [];
   // The person's own API lists their hosts through this link (kept after the host is revoked:
@@ -154,7 +157,7 @@ export async function linkHost(deps: ServiceDeps, host: HostRecord, userId: stri
 }
 
 /** Marks a pending host active without linking it, and tells its agents. */
-export async function activateHost(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<HostRecord> {
+export async function activateHost(deps: HostDeps, host: HostRecord, by: AuditBy): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
   const updated = await updateLiveHost(deps, host.id, { status: 'active', updatedAtMs: nowMs, activatedAtMs: nowMs });
   await cascadeToAgents(deps, host.id, (s) => (s.agent.hostStatus !== 'pending' ? null : { set: { hostStatus: 'active' } }));
@@ -183,7 +186,7 @@ const isLiveAgent = (status: AgentSnapshot['agent']['status']) => status === 'ac
  * agents admitted while the host was still active. Agents admitted after the host became pending
  * copied that status and wait for approval: they are a new request, not a leftover.
  */
-export async function withdrawHostTrust(deps: ServiceDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
+export async function withdrawHostTrust(deps: HostDeps, host: HostRecord, by: AuditBy): Promise<{ host: HostRecord; agentsRevoked: number }> {
   const visited = new Set<string>();
   const revokeLive = (onlyAdmittedWhileTrusted: boolean) => {
     const nowMs = deps.clock.nowMs();

@@ -5,11 +5,14 @@ import type { AgentSnapshot } from '../domain/types.ts';
 import { isApiError } from '../errors.ts';
 import type { ServiceDeps } from './deps.ts';
 
+/** Introspection read no store record themselves: authentication reads what it needs. */
+type IntrospectionDeps = Omit<ServiceDeps, 'store'>;
+
 type IntrospectionResult =
   | { active: false }
   | { active: true; snapshot: AgentSnapshot; capabilityClaim: string[] | null };
 
-export async function introspectToken(deps: ServiceDeps, token: string): Promise<IntrospectionResult> {
+export async function introspectToken(deps: IntrospectionDeps, token: string): Promise<IntrospectionResult> {
   try {
     const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer, deps.config.executeUrl], consumeJti: false });
     const { agent, sessionExpiresAtMs } = verified.snapshot;

@@ -19,11 +19,15 @@ import { revokeAgentById } from './agents.ts';
 import { approveAgent, denyAgent } from './approvals/decide.ts';
 import { withoutGrants } from './approvals/open.ts';
 import { approvalForPerson, decidesFor, type ApprovalForPerson } from './approvals/view.ts';
-import type { PersonServiceDeps, ServiceDeps } from './deps.ts';
+import type { PersonServiceDeps, ServiceDepsOver } from './deps.ts';
 import { confirmWithdrawal } from './durability.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
 import { revokeHost, withdrawHostTrust } from './hosts.ts';
 import { transitionAgent } from './transitions.ts';
+import type { AgentRecords, HostRecords, PersonRecords, PendingIndex, StoreBackend } from '../store/store.ts';
+
+/** What a person's own account may touch of the store: the roles below, no others. */
+type AccountDeps = ServiceDepsOver<AgentRecords & HostRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /** Which door a person came through, for the audit trail: their JSON API, or their account page. */
 type PersonDoor = 'people_api' | 'account_page';
@@ -59,12 +63,12 @@ const isMyAgent = (snapshot: AgentSnapshot, personId: string) =>
   snapshot.agent.mode !== 'delegated' || snapshot.agent.userId === undefined || snapshot.agent.userId === personId;
 
 /** My hosts: linked to me, and still naming me (an administrator may have linked one to someone else since). */
-export async function myHosts(deps: ServiceDeps, personId: string): Promise<HostRecord[]> {
+export async function myHosts(deps: AccountDeps, personId: string): Promise<HostRecord[]> {
   const hosts = await Promise.all((await deps.store.listPersonHostIds(personId)).map((id) => deps.store.getHost(id)));
   return hosts.filter((h) => isMyHost(h, personId));
 }
 
-async function myHost(deps: ServiceDeps, personId: string, hostId: string): Promise<HostRecord> {
+async function myHost(deps: AccountDeps, personId: string, hostId: string): Promise<HostRecord> {
   const linked = await deps.store.listPersonHostIds(personId);
   if (!linked.includes(hostId)) throw noSuchHost();
   const host = await deps.store.getHost(hostId);
@@ -98,7 +102,7 @@ const CURSOR = /^([^/]{1,128})\/([^/]{1,128})$/;
  * each) costs one bounded read per call, never all of them. `cursor` is a previous page's
  * nextCursor; an unreadable one is 400.
  */
-export async function myAgents(deps: ServiceDeps, personId: string, cursor: string | null = null, limit = MAX_AGENTS_PER_PAGE): Promise<Page<MyAgent>> {
+export async function myAgents(deps: AccountDeps, personId: string, cursor: string | null = null, limit = MAX_AGENTS_PER_PAGE): Promise<Page<MyAgent>> {
   const budget = Math.min(Math.max(1, Math.trunc(limit)), MAX_AGENTS_PER_PAGE);
   const after = cursor === null ? null : CURSOR.exec(cursor);
   if (cursor !== null && after === null) throw new ApiError('invalid_request', 'cursor: must be a next_cursor this endpoint answered');
@@ -122,7 +126,7 @@ export async function myAgents(deps: ServiceDeps, personId: string, cursor: stri
   return { items, nextCursor: null };
 }
 
-async function myAgent(deps: ServiceDeps, personId: string, agentId: string): Promise<MyAgent> {
+async function myAgent(deps: AccountDeps, personId: string, agentId: string): Promise<MyAgent> {
   const snapshot = await deps.store.getAgent(agentId);
   if (!snapshot || !isMyAgent(snapshot, personId)) throw noSuchAgent();
   const linked = await deps.store.listPersonHostIds(personId);
@@ -138,7 +142,7 @@ async function myAgent(deps: ServiceDeps, personId: string, agentId: string): Pr
 export type MyApproval = ApprovalForPerson;
 
 /** The open approvals among one page of my agents (myAgents says what a page is). */
-export async function myApprovals(deps: ServiceDeps, personId: string, cursor: string | null = null): Promise<Page<MyApproval>> {
+export async function myApprovals(deps: AccountDeps, personId: string, cursor: string | null = null): Promise<Page<MyApproval>> {
   const nowMs = deps.clock.nowMs();
   const page = await myAgents(deps, personId, cursor);
   const items = page.items
@@ -152,7 +156,7 @@ export async function myApprovals(deps: ServiceDeps, personId: string, cursor: s
  * One of my open approvals, by its id, read without listing anything: an approval's user code is
  * derived from its id, and the code's lookup index names the agent (services/approvals/user-codes.ts).
  */
-async function myOpenApproval(deps: ServiceDeps, personId: string, approvalId: string): Promise<MyApproval> {
+async function myOpenApproval(deps: AccountDeps, personId: string, approvalId: string): Promise<MyApproval> {
   const agentId = await deps.store.findAgentIdByUserCode(deps.userCodes.lookupKey(deps.userCodes.codeFor(approvalId))!);
   if (agentId === null) throw noSuchApproval();
   const { host, snapshot } = await myAgent(deps, personId, agentId).catch(() => {
@@ -249,7 +253,7 @@ export async function grantToMyAgent(deps: PersonServiceDeps, session: PersonSes
 // ---- revocations --------------------------------------------------------------------------------
 
 /** Revokes one of my agents and every grant it holds (protocol §4.7's effect); idempotent. */
-export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId: string, via: PersonDoor = 'people_api'): Promise<AgentSnapshot> {
+export async function revokeMyAgent(deps: AccountDeps, personId: string, agentId: string, via: PersonDoor = 'people_api'): Promise<AgentSnapshot> {
   await myAgent(deps, personId, agentId);
   return revokeAgentById(deps, agentId, undefined, (result) => {
     deps.logger.info('agent revoked by a person', { agentId, personId });
@@ -263,7 +267,7 @@ export async function revokeMyAgent(deps: ServiceDeps, personId: string, agentId
  * already revoked or denied is left as it is.
  */
 export async function revokeMyGrant(
-  deps: ServiceDeps, personId: string, agentId: string, grantId: string, via: PersonDoor = 'people_api',
+  deps: AccountDeps, personId: string, agentId: string, grantId: string, via: PersonDoor = 'people_api',
 ): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
   await myAgent(deps, personId, agentId);
   let grant: GrantRecord | undefined;
@@ -295,7 +299,7 @@ export async function revokeMyGrant(
 }
 
 /** Revokes one of my hosts and, with it, every agent it has (protocol §4.10's effect). */
-export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: string, via: PersonDoor = 'people_api') {
+export async function revokeMyHost(deps: AccountDeps, personId: string, hostId: string, via: PersonDoor = 'people_api') {
   return revokeHost(deps, await myHost(deps, personId, hostId), { actor: 'person', via, person_id: personId });
 }
 
@@ -305,6 +309,6 @@ export async function revokeMyHost(deps: ServiceDeps, personId: string, hostId: 
  * order). The host is not revoked: nothing says its key is compromised, and someone may vouch for it
  * again by approving one of its agents.
  */
-export async function unlinkMyHost(deps: ServiceDeps, personId: string, hostId: string, via: PersonDoor = 'people_api'): Promise<{ host: HostRecord; agentsRevoked: number }> {
+export async function unlinkMyHost(deps: AccountDeps, personId: string, hostId: string, via: PersonDoor = 'people_api'): Promise<{ host: HostRecord; agentsRevoked: number }> {
   return withdrawHostTrust(deps, await myHost(deps, personId, hostId), { actor: 'person', via, person_id: personId });
 }

@@ -7,10 +7,14 @@ import { dynamicHostStatus, registrationNeedsApproval } from '../domain/registra
 import type { AgentSnapshot, HostRecord, Mode, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import { indexOpenApproval, newApproval } from './approvals/open.ts';
-import type { ServiceDeps } from './deps.ts';
+import type { ServiceDepsOver } from './deps.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { newAgentId, newHostId } from './ids.ts';
 import { transitionAgent } from './transitions.ts';
+import type { AgentRecords, HostRecords, PersonRecords, PendingIndex, StoreBackend } from '../store/store.ts';
+
+/** What registration may touch of the store: the roles below, no others. */
+type RegistrationDeps = ServiceDepsOver<AgentRecords & HostRecords & PendingIndex & PersonRecords & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 interface RegisterRequest {
   name: string;
@@ -25,7 +29,7 @@ interface RegisterRequest {
 /** How often registration re-reads a host that changed (approved, rotated) while it decided. */
 const HOST_CHANGE_ATTEMPTS = 3;
 
-export async function registerAgent(deps: ServiceDeps, token: string | null, request: RegisterRequest): Promise<AgentSnapshot> {
+export async function registerAgent(deps: RegistrationDeps, token: string | null, request: RegisterRequest): Promise<AgentSnapshot> {
   const { config, clock, store } = deps;
   if (!config.MODES.includes(request.mode as Mode)) {
     throw new ApiError('unsupported_mode', `mode ${JSON.stringify(request.mode)} is not supported; supported: ${config.MODES.join(', ')}`);
@@ -105,7 +109,7 @@ interface NewAgent {
 }
 
 /** The new agent and its policy-decided grants, as they will be stored. */
-function newAgentSnapshot(deps: ServiceDeps, a: NewAgent): AgentSnapshot {
+function newAgentSnapshot(deps: RegistrationDeps, a: NewAgent): AgentSnapshot {
   const { config } = deps;
   const agentId = newAgentId();
   const grants = decideNewGrants(deps, {
@@ -151,7 +155,7 @@ function agentKeyFrom(claims: Record<string, unknown>, algorithms: readonly stri
 }
 
 async function createDynamicHost(
-  deps: ServiceDeps, thumbprint: string, publicJwk: HostRecord['publicJwk'], mode: Mode, name: string | undefined, nowMs: number,
+  deps: RegistrationDeps, thumbprint: string, publicJwk: HostRecord['publicJwk'], mode: Mode, name: string | undefined, nowMs: number,
 ): Promise<HostRecord> {
   const status = dynamicHostStatus(mode);
   const { host, created } = await deps.store.createHost({
@@ -178,7 +182,7 @@ async function createDynamicHost(
  * approval if the old one lapsed (idempotent retry); any other state is 409 agent_exists, including
  * expired (docs/stances.md: the client should reactivate).
  */
-async function retryExisting(deps: ServiceDeps, agentId: string, nowMs: number): Promise<AgentSnapshot> {
+async function retryExisting(deps: RegistrationDeps, agentId: string, nowMs: number): Promise<AgentSnapshot> {
   let renewed = false;
   const snapshot = await transitionAgent(deps.store, agentId, ({ agent }) => {
     if (agent.status !== 'pending') {

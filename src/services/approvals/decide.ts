@@ -9,13 +9,16 @@ import { validateConstraints } from '../../domain/constraints.ts';
 import { activationClocks, lifetimeSettings, statusRefusal } from '../../domain/lifecycle.ts';
 import type { AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
 import { ApiError } from '../../errors.ts';
-import type { AgentChange } from '../../store/store.ts';
+import type { AgentChange, AgentRecords, HostRecords, PendingIndex, PersonRecords, StoreBackend } from '../../store/store.ts';
 import { releasePendingSlot } from '../agents.ts';
-import type { ServiceDeps } from '../deps.ts';
+import type { ServiceDepsOver } from '../deps.ts';
 import { confirmWithdrawal } from '../durability.ts';
 import { activateHost, linkHost } from '../hosts.ts';
 import { transitionAgent } from '../transitions.ts';
 import type { UserCodes } from './user-codes.ts';
+
+/** What deciding an approval may touch of the store: the roles below, no others. */
+type DecisionDeps = ServiceDepsOver<AgentRecords & HostRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /** What a person (or the admin acting for one) decided about an agent's open approval. */
 interface ApprovalDecision {
@@ -37,7 +40,7 @@ const ADMIN_API: AuditBy = { actor: 'admin', via: 'admin_api' };
  * it was created for (DESIGN §8), the named capabilities becoming active and the rest denied.
  * Approving a delegated agent of an unlinked host links the host to the approving user.
  */
-export async function approveAgent(deps: ServiceDeps, agentId: string, decision: ApprovalDecision) {
+export async function approveAgent(deps: DecisionDeps, agentId: string, decision: ApprovalDecision) {
   const before = await deps.store.getAgent(agentId);
   if (!before) throw new ApiError('agent_not_found', 'no agent has this id');
   const host = await deps.store.getHost(before.agent.hostId);
@@ -62,7 +65,7 @@ export async function approveAgent(deps: ServiceDeps, agentId: string, decision:
  * copy of the host status, the person's list of hosts). Until then the agent either cannot act (its
  * copy of the host status is not active) or acts unseen by its person; finishing is idempotent.
  */
-export async function awaitsHostLink(deps: Pick<ServiceDeps, 'store'>, snapshot: AgentSnapshot, host: HostRecord, userId: string): Promise<boolean> {
+export async function awaitsHostLink(deps: { store: Pick<PersonRecords, 'listPersonHostIds'> }, snapshot: AgentSnapshot, host: HostRecord, userId: string): Promise<boolean> {
   const { agent } = snapshot;
   if (agent.status !== 'active' || agent.approval || agent.mode !== 'delegated' || agent.userId !== userId) return false;
   if (host.status === 'pending' || host.userId === undefined) return true;
@@ -76,7 +79,7 @@ export async function awaitsHostLink(deps: Pick<ServiceDeps, 'store'>, snapshot:
  * act, never the host vouched for without an approval), and idempotent (linkHost redoes every step),
  * so asking again finishes it.
  */
-async function completeHostLink(deps: ServiceDeps, snapshot: AgentSnapshot, host: HostRecord, userId: string, by: AuditBy) {
+async function completeHostLink(deps: DecisionDeps, snapshot: AgentSnapshot, host: HostRecord, userId: string, by: AuditBy) {
   const delegated = snapshot.agent.mode === 'delegated';
   const unfinished = delegated && host.userId === userId && (await awaitsHostLink(deps, snapshot, host, userId));
   if (host.status === 'pending' || (delegated && host.userId === undefined) || unfinished) {
@@ -87,7 +90,7 @@ async function completeHostLink(deps: ServiceDeps, snapshot: AgentSnapshot, host
 }
 
 /** Denies what the agent's open approval waits on: a pending agent becomes rejected, its grants denied. */
-export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Omit<ApprovalDecision, 'capabilities'>) {
+export async function denyAgent(deps: DecisionDeps, agentId: string, decision: Omit<ApprovalDecision, 'capabilities'>) {
   const nowMs = deps.clock.nowMs();
   let decided: AgentChange | null = null;
   const snapshot = await transitionAgent(deps.store, agentId, (current) => (decided = denialChange(deps.userCodes, current, decision, nowMs)));
@@ -98,7 +101,7 @@ export async function denyAgent(deps: ServiceDeps, agentId: string, decision: Om
 }
 
 /** An approval decided: what became active and what denied, and whether the agent itself waited. */
-function recordDecision(deps: ServiceDeps, type: 'approval.approved' | 'approval.denied', after: AgentSnapshot, change: AgentChange | null, by: AuditBy): void {
+function recordDecision(deps: DecisionDeps, type: 'approval.approved' | 'approval.denied', after: AgentSnapshot, change: AgentChange | null, by: AuditBy): void {
   const grants = change?.upsertGrants ?? [];
   deps.audit.record({
     type, ...by, agent_id: after.agent.id, host_id: after.agent.hostId, outcome: after.agent.status,
@@ -133,7 +136,7 @@ function decidedGrants(userCodes: UserCodes, current: AgentSnapshot, decision: A
 const denied = (g: GrantRecord, userId: string, nowMs: number): GrantRecord => ({ ...g, status: 'denied', deniedBy: userId, updatedAtMs: nowMs });
 
 /** Approval: the chosen capabilities' grants become active (the rest denied) and a pending agent active. */
-function approvalChange(deps: ServiceDeps, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
+function approvalChange(deps: DecisionDeps, current: AgentSnapshot, decision: ApprovalDecision, nowMs: number): AgentChange {
   const pending = decidedGrants(deps.userCodes, current, decision, nowMs);
   const chosen = new Set(decision.capabilities ?? pending.map((g) => g.capability));
   // An operator may have been removed (or its schema tightened) since the grant was requested.

@@ -58,3 +58,6 @@ export type DepsWith<Name extends keyof ServiceDeps, Roles> = Pick<ServiceDeps, 
 
 /** Every dependency of the use cases, with the store narrowed to the roles a module's use cases touch. */
 export type ServiceDepsOver<Roles> = Omit<ServiceDeps, 'store'> & { store: Roles };
+
+/** The same for the use cases of a signed-in person. */
+export type PersonServiceDepsOver<Roles> = Omit<PersonServiceDeps, 'store'> & { store: Roles };

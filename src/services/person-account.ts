@@ -19,7 +19,7 @@ import { revokeAgentById } from './agents.ts';
 import { approveAgent, denyAgent } from './approvals/decide.ts';
 import { withoutGrants } from './approvals/open.ts';
 import { approvalForPerson, decidesFor, type ApprovalForPerson } from './approvals/view.ts';
-import type { PersonServiceDeps, ServiceDepsOver } from './deps.ts';
+import type { PersonServiceDepsOver, ServiceDepsOver } from './deps.ts';
 import { confirmWithdrawal } from './durability.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
 import { revokeHost, withdrawHostTrust } from './hosts.ts';
@@ -27,6 +27,7 @@ import { transitionAgent } from './transitions.ts';
 import type { AgentRecords, HostRecords, PersonRecords, PendingIndex, StoreBackend } from '../store/store.ts';
 
 /** What a person's own account may touch of the store: the roles below, no others. */
+type PersonAccountDeps = PersonServiceDepsOver<AgentRecords & HostRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 type AccountDeps = ServiceDepsOver<AgentRecords & HostRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /** Which door a person came through, for the audit trail: their JSON API, or their account page. */
@@ -46,7 +47,7 @@ export function signedInPerson(session: PersonSession): SignedIn {
 }
 
 /** The person, signed in recently enough to decide (SIGN_IN_FRESH_SECONDS); 401 otherwise. */
-export function decidingPerson(deps: PersonServiceDeps, session: PersonSession): SignedIn {
+export function decidingPerson(deps: PersonAccountDeps, session: PersonSession): SignedIn {
   const person = signedInPerson(session);
   if (!deps.sessions.isFresh(session)) {
     throw new ApiError('authentication_required', 'Sign in again to decide: approvals and grants need a recent sign-in.');
@@ -178,7 +179,7 @@ interface MyDecision {
  * the page and the admin API (approvals/decide.ts): bound to that approval id, so an approval
  * replaced meanwhile is not decided by a click on the old one.
  */
-export async function decideMyApproval(deps: PersonServiceDeps, session: PersonSession, approvalId: string, decision: MyDecision): Promise<AgentSnapshot> {
+export async function decideMyApproval(deps: PersonAccountDeps, session: PersonSession, approvalId: string, decision: MyDecision): Promise<AgentSnapshot> {
   const person = decidingPerson(deps, session);
   const approval = await myOpenApproval(deps, person.personId, approvalId);
   const asPerson = { userId: person.personId, approvalId, by: { actor: 'person', via: 'people_api' } as const };
@@ -215,7 +216,7 @@ interface ProactiveGrant {
  * approves a request; "needs approval" is what this call is. Written in one transition over the
  * state it checked, so a racing revoke cannot be followed by the new grant.
  */
-export async function grantToMyAgent(deps: PersonServiceDeps, session: PersonSession, agentId: string, request: ProactiveGrant): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
+export async function grantToMyAgent(deps: PersonAccountDeps, session: PersonSession, agentId: string, request: ProactiveGrant): Promise<{ snapshot: AgentSnapshot; grant: GrantRecord }> {
   const person = decidingPerson(deps, session);
   const { host, snapshot } = await myAgent(deps, person.personId, agentId);
   if (snapshot.agent.mode !== 'delegated') throw new ApiError('unauthorized', 'this agent acts for no person: an administrator decides its capabilities');

@@ -8,9 +8,13 @@ import type { AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.
 import { ApiError, isApiError } from '../../errors.ts';
 import { verifyPresence } from '../../people/passkeys.ts';
 import type { PersonSession } from '../../people/sessions.ts';
-import type { PersonServiceDeps } from '../deps.ts';
+import type { AgentRecords, HostRecords, PendingIndex, PersonRecords, ReplayRecords, StoreBackend } from '../../store/store.ts';
+import type { PersonServiceDepsOver } from '../deps.ts';
 import { approveAgent, awaitsHostLink, denyAgent } from './decide.ts';
 import { approvalForPerson, decidesFor, type ApprovalForPerson } from './view.ts';
+
+/** What a person's decision may touch of the store: what the decision writes, and the passkey and challenge records presence reads. */
+type PersonDecisionDeps = PersonServiceDepsOver<AgentRecords & HostRecords & PersonRecords & PendingIndex & ReplayRecords & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 const wrongCode = () => new ApiError('invalid_request', 'That code is not valid. Check it against the one your agent shows and try again.');
 const usedCode = () => new ApiError('invalid_request', 'That code was used already, or the agent asked again since (a code works once). Ask your agent for the code it shows now.');
@@ -21,7 +25,7 @@ const usedCode = () => new ApiError('invalid_request', 'That code was used alrea
  * all pass one check); a right code gives the session's point back, so only wrong codes count
  * against a person. A code for an agent that acts for someone else is answered as wrong.
  */
-export async function findApprovalByCode(deps: PersonServiceDeps, session: PersonSession, typed: string, clientIp: string): Promise<ApprovalForPerson> {
+export async function findApprovalByCode(deps: PersonDecisionDeps, session: PersonSession, typed: string, clientIp: string): Promise<ApprovalForPerson> {
   const person = signedInPerson(session);
   const sessionKey = deps.sessions.limitKey(session);
   await spendAttempt(deps, 'userCodeSession', sessionKey);
@@ -41,7 +45,7 @@ export async function findApprovalByCode(deps: PersonServiceDeps, session: Perso
 }
 
 /** One attempt against a budget; the refusal speaks to a person, not to a client. */
-async function spendAttempt(deps: PersonServiceDeps, limit: 'userCodeSession' | 'userCodeAttempt', key: string): Promise<void> {
+async function spendAttempt(deps: PersonDecisionDeps, limit: 'userCodeSession' | 'userCodeAttempt', key: string): Promise<void> {
   try {
     await deps.limits.consume(limit, key);
   } catch (err) {
@@ -65,7 +69,7 @@ function signedInPerson(session: PersonSession) {
  * it tells a guesser nothing a wrong guess would not (the index of a used code expires with its
  * approval's deadline, and every lookup is counted against the same budgets).
  */
-async function lookUp(deps: PersonServiceDeps, typed: string): Promise<{ snapshot: AgentSnapshot; host: HostRecord } | 'used' | 'unknown'> {
+async function lookUp(deps: PersonDecisionDeps, typed: string): Promise<{ snapshot: AgentSnapshot; host: HostRecord } | 'used' | 'unknown'> {
   const lookupKey = deps.userCodes.lookupKey(typed);
   if (lookupKey === null) return 'unknown';
   const agentId = await deps.store.findAgentIdByUserCode(lookupKey);
@@ -104,7 +108,7 @@ interface PageDecisionOutcome {
  * assertion whose challenge was issued for this approval; on a server where passkeys cannot work
  * it cannot be approved here at all (a 403 that says so, never a 5xx).
  */
-export async function decideAsPerson(deps: PersonServiceDeps, session: PersonSession, decision: PageDecision): Promise<PageDecisionOutcome> {
+export async function decideAsPerson(deps: PersonDecisionDeps, session: PersonSession, decision: PageDecision): Promise<PageDecisionOutcome> {
   const person = session.data?.person;
   if (!person || !deps.sessions.isFresh(session)) {
     throw new ApiError('authentication_required', 'Sign in again to decide: approvals need a recent sign-in.');

@@ -51,7 +51,7 @@ export class RedisAgentRecords implements AgentRecords {
       grants: grants.map(grantTriple),
       ...(session === null ? {} : { session: msString(session, 'sessionExpiresAtMs') }),
     };
-    const agentKeys = [k.agent(agent.id), k.session(agent.id), k.grants(agent.id), k.grantsByCapability(agent.id)] as const;
+    const agentKeys = k.agentRecord(agent.id);
     const wrote = await scripts.agentgateCreateAgent(...agentKeys, JSON.stringify(payload));
     if (wrote !== 1) throw new Error(`agent id ${agent.id} already exists`);
 
@@ -98,10 +98,7 @@ export class RedisAgentRecords implements AgentRecords {
     };
     const k = this.#redis.keys;
     const reply = (await this.#redis.scripts.agentgateCasAgent(
-      k.agent(agentId),
-      k.session(agentId),
-      k.grants(agentId),
-      k.grantsByCapability(agentId),
+      ...k.agentRecord(agentId),
       String(expectVersion),
       String(expectVersion + 1),
       JSON.stringify(payload),
@@ -139,10 +136,7 @@ export class RedisAgentRecords implements AgentRecords {
     if (!isTaggable(agentId)) return { kind: 'not_found' };
     const k = this.#redis.keys;
     const reply = (await this.#redis.scripts.agentgateExecute(
-      k.agent(agentId),
-      k.session(agentId),
-      k.grants(agentId),
-      k.grantsByCapability(agentId),
+      ...k.agentRecord(agentId),
       k.agentJti(agentId, request.jti),
       String(request.keyVersion),
       String(jtiTtlMs),

@@ -15,6 +15,11 @@ export interface KeyLayout {
   grants(agentId: string): string;
   /** Hash capability -> JSON array of grant ids. */
   grantsByCapability(agentId: string): string;
+  /**
+   * The agent's hash, session, grants and grant index, in this order: what every script that reads
+   * or rewrites a whole agent takes first (create, compare-and-set, the execute round trip, removal).
+   */
+  agentRecord(agentId: string): readonly [string, string, string, string];
   /** Replay record of an agent JWT; shared by executeRoundTrip and recordAgentJti. */
   agentJti(agentId: string, jti: string): string;
   /** Marks a recent status poll of an agent waiting for approval (expires after the poll window). */
@@ -81,6 +86,7 @@ export function keyLayout(prefix: string): KeyLayout {
     session: (agentId) => `${agentTag(agentId)}:session`,
     grants: (agentId) => `${agentTag(agentId)}:grants`,
     grantsByCapability: (agentId) => `${agentTag(agentId)}:grants:cap`,
+    agentRecord: (agentId) => [agentTag(agentId), `${agentTag(agentId)}:session`, `${agentTag(agentId)}:grants`, `${agentTag(agentId)}:grants:cap`],
     agentJti: (agentId, jti) => `${agentTag(agentId)}:jti:${jti}`,
     statusPoll: (agentId) => `${agentTag(agentId)}:poll`,
     host: (hostId) => hostTag(hostId),

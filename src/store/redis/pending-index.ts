@@ -33,7 +33,7 @@ export class RedisPendingIndex implements PendingIndex {
     if (!isTaggable(agentId)) return false;
     const { scripts, keys: k } = this.#redis;
     const removed = (await scripts.agentgateRemoveStalePendingAgent(
-      k.agent(agentId), k.session(agentId), k.grants(agentId), k.grantsByCapability(agentId), msString(createdBeforeMs, 'createdBeforeMs'),
+      ...k.agentRecord(agentId), msString(createdBeforeMs, 'createdBeforeMs'),
     )) as [string, string] | null;
     if (!removed) return false;
     // Only the instance that deleted the agent gets here, so the host-slot clean-up runs once.

@@ -24,6 +24,9 @@ const SLOW = [
   'test/integration/audit.webhook.test.ts',
   'test/integration/guides.test.ts',
   'test/integration/bench.smoke.test.ts',
+  // The command-line tool driven end to end: each test runs the CLI as a process (a dozen of them
+  // for some), against a server; a minute of a run, spent starting processes.
+  'test/integration/cli.test.ts',
   // A test that names itself slow (test/integration/guides.slow.test.ts).
   'test/**/*.slow.test.ts',
 ];

@@ -13,7 +13,10 @@ const csv = <T extends string>(values: readonly [T, ...T[]]) =>
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
     .pipe(z.array(z.enum(values)).min(1));
 
-const seconds = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** A whole number from min to max, given as a string in the environment. */
+const integerIn = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** integerIn, named for settings counted in seconds. */
+const seconds = integerIn;
 
 /** The proxies whose X-Forwarded-For entries are believed: none, a hop count, or their addresses. */
 type TrustedProxies = false | number | string[];
@@ -119,7 +122,7 @@ export type RedisTopology = (
 
 const objectSchema = z
   .object({
-    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    PORT: integerIn(0, 65535).default(3000),
     HOST: z.string().min(1).default('127.0.0.1'),
     ISSUER: z.url({ protocol: /^https?$/ }).optional(),
     PROVIDER_NAME: z.string().min(1).max(100).default('agentgate'),
@@ -149,9 +152,9 @@ const objectSchema = z
      */
     REDIS_WAIT_REPLICAS: waitReplicas.default('auto'),
     /** How long that wait may take; past it the answer says the change is not yet durable. */
-    REDIS_WAIT_TIMEOUT_MS: z.coerce.number().int().min(10).max(10_000).default(500),
+    REDIS_WAIT_TIMEOUT_MS: integerIn(10, 10_000).default(500),
     REDIS_KEY_PREFIX: z.string().min(1).max(64).default('ag:'),
-    REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(2000),
+    REDIS_COMMAND_TIMEOUT_MS: integerIn(50, 60_000).default(2000),
 
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     INTROSPECTION_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -161,7 +164,7 @@ const objectSchema = z
      */
     METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     /** /metrics on a listener of its own, on HOST at this port (and not on the main port). */
-    METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+    METRICS_PORT: integerIn(1, 65535).optional(),
 
     CAPABILITIES_FILE: z.string().min(1).default('config/capabilities.json'),
     PLUGINS_DIR: z.string().min(1).default('plugins'),
@@ -169,7 +172,7 @@ const objectSchema = z
     POLICY_GOLDEN_PATH: z.string().min(1).default('policies/golden.json'),
     /** Reload the policy when its artefact or golden file changes on disk. */
     POLICY_WATCH: bool.default(true),
-    POLICY_MEMORY_MAX_PAGES: z.coerce.number().int().min(16).max(16_384).default(1024),
+    POLICY_MEMORY_MAX_PAGES: integerIn(16, 16_384).default(1024),
 
     ALGORITHMS: csv(['Ed25519', 'P-256'] as const).default(['Ed25519']),
     /** Which backend verifies Ed25519 signatures (src/auth/ed25519-verify.ts). */
@@ -203,7 +206,7 @@ const objectSchema = z
     /** How often each instance runs that clean-up. */
     CLEANUP_INTERVAL_SECONDS: seconds(1, 86_400).default(300),
     /** Code lookups on the approval page per client address per hour (each failed or not). */
-    RATE_LIMIT_USER_CODE_ATTEMPTS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(60),
+    RATE_LIMIT_USER_CODE_ATTEMPTS_PER_HOUR: integerIn(1, 10_000_000).default(60),
     /**
      * Key user codes are derived and looked up with. Unset: one random key kept in the store (shared
      * by every instance), which a reader of Redis could also read; set it to keep codes secret from them.
@@ -216,82 +219,82 @@ const objectSchema = z
      */
     SIGN_IN_COOKIE_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
 
-    MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(10_485_760).default(65_536),
-    KEY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
+    MAX_BODY_BYTES: integerIn(1024, 10_485_760).default(65_536),
+    KEY_CACHE_MAX_ENTRIES: integerIn(0, 10_000_000).default(100_000),
     KEY_CACHE_TTL_SECONDS: seconds(0, 3600).default(30),
-    UPSTREAM_MAX_RESPONSE_BYTES: z.coerce.number().int().min(1024).max(104_857_600).default(1_048_576),
+    UPSTREAM_MAX_RESPONSE_BYTES: integerIn(1024, 104_857_600).default(1_048_576),
 
-    RATE_LIMIT_AGENT_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(600),
-    RATE_LIMIT_HOST_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(3000),
-    RATE_LIMIT_STATUS_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
-    RATE_LIMIT_IP_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(300),
-    RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(20),
+    RATE_LIMIT_AGENT_PER_MINUTE: integerIn(1, 10_000_000).default(600),
+    RATE_LIMIT_HOST_PER_MINUTE: integerIn(1, 10_000_000).default(3000),
+    RATE_LIMIT_STATUS_PER_MINUTE: integerIn(1, 10_000_000).default(300),
+    RATE_LIMIT_IP_PER_MINUTE: integerIn(1, 10_000_000).default(300),
+    RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: integerIn(1, 10_000_000).default(20),
     /** Which proxies' X-Forwarded-For entries decide the client address (the rightmost untrusted one). */
     TRUST_PROXY: trustedProxies.default(false),
     /** Registrations (of any host) per client address per hour: caps what one address can create. */
-    RATE_LIMIT_REGISTRATIONS_PER_HOUR: z.coerce.number().int().min(1).max(10_000_000).default(1000),
+    RATE_LIMIT_REGISTRATIONS_PER_HOUR: integerIn(1, 10_000_000).default(1000),
 
     /** Agents one host may hold: linked hosts (a person or an admin vouched for them). */
-    AGENTS_PER_HOST_MAX: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+    AGENTS_PER_HOST_MAX: integerIn(1, 10_000_000).default(10_000),
     /** Agents a host nobody has linked yet may hold (dynamic hosts: anyone can make one). */
-    AGENTS_PER_UNLINKED_HOST_MAX: z.coerce.number().int().min(1).max(10_000_000).default(100),
+    AGENTS_PER_UNLINKED_HOST_MAX: integerIn(1, 10_000_000).default(100),
     /** Agents of one host that may wait for approval at once. */
-    PENDING_AGENTS_PER_HOST_MAX: z.coerce.number().int().min(1).max(100_000).default(20),
+    PENDING_AGENTS_PER_HOST_MAX: integerIn(1, 100_000).default(20),
     /** Deepest nesting of any JSON request body (arrays and objects), checked before any other work. */
-    MAX_JSON_DEPTH: z.coerce.number().int().min(4).max(256).default(32),
+    MAX_JSON_DEPTH: integerIn(4, 256).default(32),
 
     /** Time one decision's plugin operators may take together before they count as violations. */
-    PLUGIN_BUDGET_MS: z.coerce.number().int().min(1).max(10_000).default(50),
+    PLUGIN_BUDGET_MS: integerIn(1, 10_000).default(50),
     /** Worker threads that run plugin operators (off the event loop, so a slow one stops nothing else). */
-    PLUGIN_WORKERS: z.coerce.number().int().min(1).max(64).default(2),
+    PLUGIN_WORKERS: integerIn(1, 64).default(2),
     /** Decisions that may wait for a plugin worker; beyond it executes are refused with 503. */
-    PLUGIN_QUEUE_MAX: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+    PLUGIN_QUEUE_MAX: integerIn(1, 1_000_000).default(1000),
     /** How long a grant whose plugin operators overran PLUGIN_BUDGET_MS has them refused without running. */
     PLUGIN_TRIP_SECONDS: seconds(1, 86_400).default(60),
 
     /** Longest time a client may take to send the request headers. */
-    HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+    HTTP_HEADERS_TIMEOUT_MS: integerIn(100, 300_000).default(10_000),
     /** Longest time a client may take to send the whole request. */
-    HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+    HTTP_REQUEST_TIMEOUT_MS: integerIn(100, 600_000).default(30_000),
     /** How long an idle keep-alive connection stays open. */
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: integerIn(0, 600_000).default(5_000),
     /** Requests served on one keep-alive connection before it is closed (0: no limit). */
-    HTTP_MAX_REQUESTS_PER_SOCKET: z.coerce.number().int().min(0).max(10_000_000).default(10_000),
+    HTTP_MAX_REQUESTS_PER_SOCKET: integerIn(0, 10_000_000).default(10_000),
     /** Open connections the server accepts in all; more are closed at once. */
-    HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+    HTTP_MAX_CONNECTIONS: integerIn(1, 1_000_000).default(10_000),
     /** Open connections one client address may hold (0: no limit; raise it behind a proxy). */
-    HTTP_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(0).max(1_000_000).default(512),
+    HTTP_MAX_CONNECTIONS_PER_ADDRESS: integerIn(0, 1_000_000).default(512),
     /**
      * Largest request line plus headers Node's parser accepts (Node's own default, made explicit);
      * more is answered 431. Each connection may buffer this much, so the cap stays modest.
      */
-    HTTP_MAX_HEADER_BYTES: z.coerce.number().int().min(1024).max(65_536).default(16_384),
+    HTTP_MAX_HEADER_BYTES: integerIn(1024, 65_536).default(16_384),
     /** Time in-flight requests get to finish after SIGTERM or SIGINT; then the process exits with status 1. */
-    SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+    SHUTDOWN_TIMEOUT_MS: integerIn(100, 600_000).default(10_000),
 
     /** Record the audit trail (src/audit/log.ts). */
     AUDIT_ENABLED: bool.default(true),
     /** Events the trail keeps (a Redis stream trimmed with MAXLEN ~, or the memory store's ring). */
-    AUDIT_MAX_EVENTS: z.coerce.number().int().min(1000).max(100_000_000).default(100_000),
+    AUDIT_MAX_EVENTS: integerIn(1000, 100_000_000).default(100_000),
     /** Events older than this are dropped from the trail (the count bound above applies too). */
     AUDIT_MAX_AGE_SECONDS: seconds(3600, 315_360_000).default(2_592_000),
     /** Repeated refusals of one caller within this window become one event with a count. */
     AUDIT_AGGREGATE_WINDOW_SECONDS: seconds(1, 3600).default(60),
     /** Longest an event waits in the in-process queue when no execute carries it: what a crash can lose. */
-    AUDIT_FLUSH_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+    AUDIT_FLUSH_MS: integerIn(10, 60_000).default(1000),
     /** Events the in-process queue holds; when full, the oldest are dropped (and counted). */
-    AUDIT_QUEUE_MAX: z.coerce.number().int().min(100).max(1_000_000).default(10_000),
+    AUDIT_QUEUE_MAX: integerIn(100, 1_000_000).default(10_000),
     /** Forward every event to this URL (POST {events: [...]}), once across all instances. */
     AUDIT_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** Sent to the webhook as `Authorization: Bearer <token>`. */
     AUDIT_WEBHOOK_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     /** One delivery attempt's time limit (at most 30 s: a forwarder must renew its hold within a minute). */
-    AUDIT_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(5000),
+    AUDIT_WEBHOOK_TIMEOUT_MS: integerIn(100, 30_000).default(5000),
     /** Events per webhook POST. */
-    AUDIT_WEBHOOK_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
+    AUDIT_WEBHOOK_BATCH_SIZE: integerIn(1, 1000).default(100),
 
     /** Server processes sharing the port (Node cluster). More than 1 needs a Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS). */
-    WORKERS: z.coerce.number().int().min(1).max(64).default(1),
+    WORKERS: integerIn(1, 64).default(1),
 
     /** Admin endpoints that fabricate time-based state (absolute lifetime). Tests only. */
     INSECURE_TEST_HOOKS: bool.default(false),

@@ -5,9 +5,10 @@
 // consumer group; the memory store's in-process equivalent), so each event is handed to one of
 // them at a time and acknowledged only after a 2xx. A failed delivery is retried with exponential
 // backoff and jitter (1 s doubling to 60 s) by the forwarder that holds it, which renews its hold
-// at least every RENEW_EVERY_MS; events a forwarder held for RECLAIM_IDLE_MS without renewing (it
-// died) are taken over by another, and a forwarder that stops gives its events back at once.
-// Nothing here runs on a request's path: it polls on its own timer (every POLL_MS when idle).
+// at least every FORWARDER_TIMING.renewEveryMs; events a forwarder held for
+// FORWARDER_TIMING.reclaimIdleMs without renewing (it died) are taken over by another, and a
+// forwarder that stops gives its events back at once. Nothing here runs on a request's path: it
+// polls on its own timer (every FORWARDER_TIMING.pollMs when idle).
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { webhookBackoffMs, type AuditEvent } from './events.ts';
@@ -15,24 +16,28 @@ import { within } from '../common/deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
 import type { AuditRecords } from '../store/store.ts';
 
-const POLL_MS = 1000;
-/** Held this long without a renewal, an event is presumed abandoned (its forwarder died). */
-const RECLAIM_IDLE_MS = 60_000;
-/**
- * A holder renews at least this often, also while it waits out a backoff; one POST (at most
- * AUDIT_WEBHOOK_TIMEOUT_MS, itself at most 30 s) plus this stays well inside RECLAIM_IDLE_MS.
- */
-const RENEW_EVERY_MS = 10_000;
-/**
- * Forwarders that held nothing and were not seen for an hour are forgotten (every restart comes back
- * under a new name), looked for every ten minutes. A live forwarder polls every second.
- */
-const FORGET_IDLE_CONSUMERS_MS = 3_600_000;
-const FORGET_EVERY_MS = 600_000;
-/** How long closing waits for the store to take back what this forwarder held. */
-const CLOSE_DEADLINE_MS = 5000;
-/** A receiver that keeps failing is logged about once in this long, however often it is retried. */
-const LOG_EVERY_MS = 10_000;
+/** The forwarder's timings. */
+const FORWARDER_TIMING = {
+  /** How often an idle forwarder looks for events. */
+  pollMs: 1000,
+  /** Held this long without a renewal, an event is presumed abandoned (its forwarder died). */
+  reclaimIdleMs: 60_000,
+  /**
+   * A holder renews at least this often, also while it waits out a backoff; one POST (at most
+   * AUDIT_WEBHOOK_TIMEOUT_MS, itself at most 30 s) plus this stays well inside `reclaimIdleMs`.
+   */
+  renewEveryMs: 10_000,
+  /**
+   * Forwarders that held nothing and were not seen for an hour are forgotten (every restart comes
+   * back under a new name), looked for every ten minutes. A live forwarder polls every second.
+   */
+  forgetIdleConsumersMs: 3_600_000,
+  forgetEveryMs: 600_000,
+  /** How long closing waits for the store to take back what this forwarder held. */
+  closeDeadlineMs: 5000,
+  /** A receiver that keeps failing is logged about once in this long, however often it is retried. */
+  logEveryMs: 10_000,
+} as const;
 
 interface AuditForwarderOptions {
   /** The store itself (not the fail-closed wrapper): failures are logged and retried here. */
@@ -75,7 +80,7 @@ export class AuditForwarder {
   constructor(options: AuditForwarderOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
-    this.#throttle = new LogThrottle(LOG_EVERY_MS, this.#now);
+    this.#throttle = new LogThrottle(FORWARDER_TIMING.logEveryMs, this.#now);
   }
 
   get consumer(): string {
@@ -103,8 +108,8 @@ export class AuditForwarder {
     const ids = batch.map((event) => event.id);
     const store = this.#options.store;
     const handBack = this.#delivered ? store.acknowledgeAuditEvents(ids) : store.releaseAuditClaims(this.#consumer, ids);
-    await within(handBack, CLOSE_DEADLINE_MS, 'giving back audit events').catch((err: unknown) => {
-      this.#options.logger.warn('could not give back the audit events this instance held; another takes them over after the reclaim time', { events: ids.length, reclaimAfterMs: RECLAIM_IDLE_MS, err });
+    await within(handBack, FORWARDER_TIMING.closeDeadlineMs, 'giving back audit events').catch((err: unknown) => {
+      this.#options.logger.warn('could not give back the audit events this instance held; another takes them over after the reclaim time', { events: ids.length, reclaimAfterMs: FORWARDER_TIMING.reclaimIdleMs, err });
     });
   }
 
@@ -121,14 +126,14 @@ export class AuditForwarder {
 
   /** One step: claim a batch if none is held, then deliver or wait; schedules the next step. */
   async #tick(): Promise<void> {
-    let delayMs = this.#options.pollMs ?? POLL_MS;
+    let delayMs = this.#options.pollMs ?? FORWARDER_TIMING.pollMs;
     try {
-      if (this.#now() - this.#forgotAtMs >= FORGET_EVERY_MS) {
+      if (this.#now() - this.#forgotAtMs >= FORWARDER_TIMING.forgetEveryMs) {
         this.#forgotAtMs = this.#now();
-        await this.#options.store.forgetIdleAuditConsumers(FORGET_IDLE_CONSUMERS_MS);
+        await this.#options.store.forgetIdleAuditConsumers(FORWARDER_TIMING.forgetIdleConsumersMs);
       }
       if (this.#batch === null) {
-        const events = await this.#options.store.claimAuditEvents({ consumer: this.#consumer, count: this.#options.batchSize, reclaimIdleMs: RECLAIM_IDLE_MS });
+        const events = await this.#options.store.claimAuditEvents({ consumer: this.#consumer, count: this.#options.batchSize, reclaimIdleMs: FORWARDER_TIMING.reclaimIdleMs });
         if (events.length > 0) {
           this.#batch = events;
           this.#delivered = false;
@@ -148,16 +153,16 @@ export class AuditForwarder {
   async #advance(batch: AuditEvent[]): Promise<number> {
     const nowMs = this.#now();
     if (!this.#delivered) {
-      if (nowMs - this.#renewedAtMs >= RENEW_EVERY_MS || nowMs < this.#nextAttemptAtMs) {
+      if (nowMs - this.#renewedAtMs >= FORWARDER_TIMING.renewEveryMs || nowMs < this.#nextAttemptAtMs) {
         if (!(await this.#renew(batch))) return 0;
       }
-      if (nowMs < this.#nextAttemptAtMs) return Math.min(RENEW_EVERY_MS, this.#nextAttemptAtMs - nowMs);
+      if (nowMs < this.#nextAttemptAtMs) return Math.min(FORWARDER_TIMING.renewEveryMs, this.#nextAttemptAtMs - nowMs);
       if (!(await this.#post(this.#batch!))) {
         this.#failures++;
         this.#counters.failedAttempts++;
         const waitMs = webhookBackoffMs(this.#failures, (this.#options.random ?? Math.random)());
         this.#nextAttemptAtMs = this.#now() + waitMs;
-        return Math.min(RENEW_EVERY_MS, waitMs);
+        return Math.min(FORWARDER_TIMING.renewEveryMs, waitMs);
       }
       this.#delivered = true;
       this.#counters.delivered += this.#batch!.length;
@@ -167,7 +172,7 @@ export class AuditForwarder {
     const full = this.#batch!.length >= this.#options.batchSize;
     this.#batch = null;
     // A full batch means more may be waiting: go on at once.
-    return full ? 0 : (this.#options.pollMs ?? POLL_MS);
+    return full ? 0 : (this.#options.pollMs ?? FORWARDER_TIMING.pollMs);
   }
 
   /** Keeps the hold on what is still ours; false when nothing of the batch is left to deliver. */
@@ -205,7 +210,7 @@ export class AuditForwarder {
     }
   }
 
-  /** At most one line per kind per LOG_EVERY_MS (the logger's LogThrottle), saying how many it stood for. */
+  /** At most one line per kind per FORWARDER_TIMING.logEveryMs (the logger's LogThrottle), saying how many it stood for. */
   #logThrottled(kind: string, message: string, fields: Record<string, unknown>): void {
     const suppressed = this.#throttle.admit(kind);
     if (suppressed === null) return;

@@ -116,6 +116,24 @@ export function printAnswer(ctx: CommandContext, answer: JsonAnswer, human: (bod
   ctx.io.stdout(human(isRecord(answer.body) ? answer.body : {}));
 }
 
+/**
+ * A command that makes one admin call, with no arguments or options, and prints its answer: the
+ * shape of every `status`, `list` and `reload` of the admin API.
+ */
+export function adminCallCommand(words: readonly [string, string], summary: string, call: { method: 'GET' | 'POST'; path: string }, human: (body: Record<string, unknown>) => string): CommandSpec {
+  return {
+    words,
+    summary,
+    args: [],
+    options: {},
+    admin: true,
+    examples: [`agentgate ${words.join(' ')}`],
+    async run(ctx) {
+      printAnswer(ctx, await adminCall(ctx, call.method, call.path), human);
+    },
+  };
+}
+
 /** A local command's result: one JSON object with --json, else the human text. */
 export function printLocal(ctx: CommandContext, json: Record<string, unknown>, human: string): void {
   ctx.io.stdout(ctx.json ? `${JSON.stringify(json)}\n` : human);

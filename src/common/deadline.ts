@@ -5,14 +5,10 @@
 // A timer each (a Timeout, a racing promise, Promise.race and a finally) was measurable there, so
 // pending deadlines share one interval instead, which runs only while any are pending. A deadline
 // therefore fires between `ms` and `ms + SWEEP_INTERVAL_MS` after the call began.
+import { NamedError } from './thrown.ts';
 
 /** Thrown when `within` gives up; callers that classify failures can recognise it. */
-export class DeadlineError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'DeadlineError';
-  }
-}
+export class DeadlineError extends NamedError {}
 
 /** How often pending deadlines are checked: the most a deadline may fire late. */
 const SWEEP_INTERVAL_MS = 20;

@@ -10,3 +10,14 @@ export function describeThrown(error: unknown): string {
     return 'an unprintable value';
   }
 }
+
+/**
+ * An Error whose `name` is its class's name, so a log line or describeThrown says which kind of
+ * failure it was. A kind with nothing of its own beyond its name is one line: `class X extends NamedError {}`.
+ */
+export class NamedError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}

@@ -1,6 +1,7 @@
 // How a granted, validated call runs (DESIGN §7): built-in handlers for demos and benchmarks, and
 // an HTTP upstream proxy. A handler returns the `data` of the 200 answer or throws.
 import type { Capability } from '../catalog/catalog.ts';
+import { NamedError } from '../common/thrown.ts';
 
 interface ExecutionContext {
   agentId: string;
@@ -11,12 +12,7 @@ interface ExecutionContext {
 }
 
 /** A backend failure: logged with its detail, answered as 500 internal_error without it. */
-export class CapabilityBackendError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'CapabilityBackendError';
-  }
-}
+export class CapabilityBackendError extends NamedError {}
 
 interface HandlerOptions {
   maxResponseBytes: number;

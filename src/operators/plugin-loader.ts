@@ -6,17 +6,13 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import type { OperatorDefinition } from './registry.ts';
+import { NamedError } from '../common/thrown.ts';
 
 const PLUGIN_FILE = /^(?!.*\.(test|spec|d)\.[cm]?[jt]s$)[^.].*\.(ts|mts|js|mjs)$/;
 const OPERATOR_NAME = /^[a-z][a-z0-9_]{0,63}$/;
 const MAX_PLUGINS = 256;
 
-class PluginLoadError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'PluginLoadError';
-  }
-}
+class PluginLoadError extends NamedError {}
 
 /** The plugin files of `directory`, sorted; a missing directory has none. */
 async function pluginFiles(directory: string): Promise<string[]> {

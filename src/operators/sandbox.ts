@@ -30,6 +30,7 @@ import { isPluginFailure, type OperatorOutcome } from './outcome.ts';
 import type { PluginCall } from './plugin-calls.ts';
 import type { FromWorker, ToWorker, WorkerModule } from './sandbox-worker.ts';
 import { TripTable } from './trips.ts';
+import { NamedError } from '../common/thrown.ts';
 
 export interface SandboxOptions {
   /** How long one decision's plugin calls may take together, from the moment a worker starts them. */
@@ -54,12 +55,7 @@ export interface SandboxOptions {
 }
 
 /** No worker could take the calls in time (queue full, or workers restarting): a 503, not a violation. */
-export class SandboxUnavailableError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SandboxUnavailableError';
-  }
-}
+export class SandboxUnavailableError extends NamedError {}
 
 interface Batch {
   /** The calling agent: the unit of fairness (one running batch each, round-robin between them). */

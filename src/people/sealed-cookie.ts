@@ -6,6 +6,7 @@
 // its purpose and its expiry inside the ciphertext, so a value sealed for one use cannot be
 // replayed for another, and an old cookie is worthless after its expiry whatever the browser keeps.
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import { checkedKeyMaterial } from '../common/key-material.ts';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -15,10 +16,9 @@ const MAX_SEALED_CHARS = 4096;
 export class CookieSealer {
   readonly #key: Buffer;
 
-  /** `secret`: at least 32 bytes of key material; the cipher key is derived from it for this use only. */
+  /** `secret`: key material (MIN_KEY_BYTES at least); the cipher key is derived from it for this use only. */
   constructor(secret: Buffer) {
-    if (secret.length < 32) throw new Error('the sign-in cookie key must be at least 32 bytes');
-    this.#key = Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), 'agentgate sign-in cookie v1', 32));
+    this.#key = Buffer.from(hkdfSync('sha256', checkedKeyMaterial(secret, 'sign-in cookie key'), Buffer.alloc(0), 'agentgate sign-in cookie v1', 32));
   }
 
   /** The value, sealed for `purpose` until `expiresAtMs`, as base64url text fit for a cookie. */

@@ -54,7 +54,7 @@ export type PasskeyCeremony = keyof SessionData['passkeyChallenges'];
 
 /** A signed-in person's session, or an anonymous visitor (nothing stored, nothing to keep). */
 /** A session with someone signed in. */
-type SignedInSession = PersonSession & { data: SessionData };
+export type SignedInSession = PersonSession & { data: SessionData };
 
 export interface PersonSession {
   /** The cookie's value; never stored. */

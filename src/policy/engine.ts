@@ -10,6 +10,7 @@ import type * as OpaWasm from '@open-policy-agent/opa-wasm';
 import { ENTRYPOINTS, EXECUTE_ENTRYPOINT, firstGoldenMismatch, GRANTS_ENTRYPOINT, parseGolden, type Entrypoint, type GoldenCase } from './golden.ts';
 import { PolicyError } from './types.ts';
 import type { ExecuteInput, ExecuteOutput, GrantsInput, GrantsOutput, PolicyEngine } from './types.ts';
+import { NamedError } from '../common/thrown.ts';
 
 // The package's ESM entry exports only the async loader. Replacing a poisoned instance must happen
 // synchronously, before the next decision, so both loaders come from the CommonJS export.
@@ -38,12 +39,7 @@ interface PolicyEngineOptions {
 }
 
 /** A new artefact (or its golden file) was refused; the previous one keeps serving. */
-export class PolicyLoadError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'PolicyLoadError';
-  }
-}
+export class PolicyLoadError extends NamedError {}
 
 /** One loaded artefact. Only `instance` ever changes: it is replaced after an exception. */
 interface Artefact {

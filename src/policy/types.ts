@@ -1,6 +1,7 @@
 // The decision contract between agentgate and the Rego policy (DESIGN §5). Field names are
 // snake_case because they are the policy's input and output documents.
 import type { Constraints } from '../domain/types.ts';
+import { NamedError } from '../common/thrown.ts';
 
 /** Input of entrypoint `agentgate/grants`. */
 export interface GrantsInput {
@@ -76,12 +77,7 @@ export interface ExecuteOutput {
  * Thrown by a PolicyEngine when a decision could not be made (exception inside wasm, undefined
  * result, malformed output, memory limit). Callers refuse the request: fail closed.
  */
-export class PolicyError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'PolicyError';
-  }
-}
+export class PolicyError extends NamedError {}
 
 /** The policy engine as services see it. It never answers an allow it did not compute. */
 export interface PolicyEngine {

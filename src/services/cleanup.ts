@@ -10,13 +10,16 @@
 // waiting on their ids sees them gone and may ask again; the next request gets a new approval.
 // A pending agent's lapsed approval stays until the agent itself is removed for its age: the host
 // may still ask for a fresh code (POST /agent/device/code).
+import type { AuditEventInput } from '../audit/events.ts';
 import type { AgentSnapshot } from '../domain/types.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentRecords, HostRecords, PendingIndex } from '../store/store.ts';
 import type { DepsWith } from './deps.ts';
 
-/** What the clean-up needs; removals are recorded in the audit trail (actor `system`). */
-/** The clean-up reads and removes what waits (the pending index) and reads the records it names. */
+/**
+ * The clean-up reads and removes what waits (the pending index) and reads the records it names;
+ * removals are recorded in the audit trail (actor `system`).
+ */
 type CleanupDeps = DepsWith<'clock' | 'audit', PendingIndex & Pick<AgentRecords, 'getAgent' | 'casAgent'> & Pick<HostRecords, 'getHost'>>;
 
 /** Items looked at per kind and run: a long backlog is worked off over several runs, bounded each time. */
@@ -30,28 +33,43 @@ interface CleanupResult {
 
 export async function removeStalePending(deps: CleanupDeps, maxAgeMs: number): Promise<CleanupResult> {
   const createdBeforeMs = deps.clock.nowMs() - maxAgeMs;
-  let agentsRemoved = 0;
-  for (const agentId of await deps.store.listStalePending('agent', createdBeforeMs, BATCH)) {
-    if (await deps.store.removeStalePendingAgent(agentId, createdBeforeMs)) {
-      agentsRemoved++;
-      deps.audit.record({ type: 'agent.removed', actor: 'system', agent_id: agentId, reason: 'pending_too_long' });
+  const { store } = deps;
+  const agentsRemoved = await removeStale(deps, createdBeforeMs, {
+    kind: 'agent',
+    remove: (agentId) => store.removeStalePendingAgent(agentId, createdBeforeMs),
+    stillPending: async (agentId) => (await store.getAgent(agentId))?.agent.status === 'pending',
+    removed: (agentId) => ({ type: 'agent.removed', actor: 'system', agent_id: agentId, reason: 'pending_too_long' }),
+  });
+  const hostsRemoved = await removeStale(deps, createdBeforeMs, {
+    kind: 'host',
+    remove: (hostId) => store.removeStalePendingHost(hostId, createdBeforeMs),
+    stillPending: async (hostId) => (await store.getHost(hostId))?.status === 'pending',
+    removed: (hostId) => ({ type: 'host.removed', actor: 'system', host_id: hostId, reason: 'pending_too_long' }),
+  });
+  return { agentsRemoved, hostsRemoved, approvalsRemoved: await removeLapsedApprovals(deps) };
+}
+
+/** How the clean-up removes one kind of record that waited too long. */
+interface StaleKind {
+  kind: 'agent' | 'host';
+  /** The store's guarded removal: false when the record is no longer pending or no longer that old. */
+  remove(id: string): Promise<boolean>;
+  stillPending(id: string): Promise<boolean>;
+  removed(id: string): AuditEventInput;
+}
+
+async function removeStale(deps: CleanupDeps, createdBeforeMs: number, stale: StaleKind): Promise<number> {
+  let removed = 0;
+  for (const id of await deps.store.listStalePending(stale.kind, createdBeforeMs, BATCH)) {
+    if (await stale.remove(id)) {
+      removed++;
+      deps.audit.record(stale.removed(id));
       continue;
     }
     // Not removed: decided meanwhile (its index entry is stale), or another instance won.
-    const snapshot = await deps.store.getAgent(agentId);
-    if (!snapshot || snapshot.agent.status !== 'pending') await deps.store.untrackPending('agent', agentId);
+    if (!(await stale.stillPending(id))) await deps.store.untrackPending(stale.kind, id);
   }
-  let hostsRemoved = 0;
-  for (const hostId of await deps.store.listStalePending('host', createdBeforeMs, BATCH)) {
-    if (await deps.store.removeStalePendingHost(hostId, createdBeforeMs)) {
-      hostsRemoved++;
-      deps.audit.record({ type: 'host.removed', actor: 'system', host_id: hostId, reason: 'pending_too_long' });
-      continue;
-    }
-    const host = await deps.store.getHost(hostId);
-    if (!host || host.status !== 'pending') await deps.store.untrackPending('host', hostId);
-  }
-  return { agentsRemoved, hostsRemoved, approvalsRemoved: await removeLapsedApprovals(deps) };
+  return removed;
 }
 
 async function removeLapsedApprovals(deps: CleanupDeps): Promise<number> {

@@ -18,10 +18,9 @@ import type { PersonServiceDeps } from '../../services/deps.ts';
 import { listPasskeys, removePasskey } from '../../people/passkeys.ts';
 import { myAgents, myHosts, revokeMyAgent, revokeMyGrant, revokeMyHost, unlinkMyHost } from '../../services/person-account.ts';
 import type { PersonSession, SignedIn } from '../../people/sessions.ts';
-import { pageSecurityHeaders, redirectTo, type PageWrapper } from './session.ts';
+import { pageSecurityHeaders, redirectTo, signInUrl, type PageWrapper } from './session.ts';
 import { ACCOUNT_PATH } from './pages/device-pages.ts';
 import { accountPage, NOTICES, removePasskeyPage, type Notice } from './pages/people-pages.ts';
-import { signInUrl } from './sign-in.ts';
 
 /**
  * Agents on one page: a page a person reads and scrolls, each agent with its grants and forms.
@@ -106,23 +105,19 @@ export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
   const done = (notice: Notice) => redirectTo(`${ACCOUNT_PATH}?done=${notice}`);
 
   // Revocations only take power away: the CSRF token is enough, as in the people's API.
-  router.post(`${ACCOUNT_PATH}/agents/revoke`, forms, page(async (req, res, session) => {
-    const { person, field } = formOf(req, res, session);
-    await revokeMyAgent(deps, person.personId, field('agent_id', id, noAgent), 'account_page');
-    return done('agent_revoked');
-  }));
-
-  router.post(`${ACCOUNT_PATH}/grants/revoke`, forms, page(async (req, res, session) => {
-    const { person, field } = formOf(req, res, session);
-    await revokeMyGrant(deps, person.personId, field('agent_id', id, noAgent), field('grant_id', id, noGrant), 'account_page');
-    return done('grant_revoked');
-  }));
-
-  router.post(`${ACCOUNT_PATH}/hosts/revoke`, forms, page(async (req, res, session) => {
-    const { person, field } = formOf(req, res, session);
-    await revokeMyHost(deps, person.personId, field('host_id', id, noHost), 'account_page');
-    return done('host_revoked');
-  }));
+  type FormField = ReturnType<typeof formOf>['field'];
+  const revocations: [path: string, revoke: (personId: string, field: FormField) => Promise<unknown>, notice: Notice][] = [
+    ['agents/revoke', (personId, field) => revokeMyAgent(deps, personId, field('agent_id', id, noAgent), 'account_page'), 'agent_revoked'],
+    ['grants/revoke', (personId, field) => revokeMyGrant(deps, personId, field('agent_id', id, noAgent), field('grant_id', id, noGrant), 'account_page'), 'grant_revoked'],
+    ['hosts/revoke', (personId, field) => revokeMyHost(deps, personId, field('host_id', id, noHost), 'account_page'), 'host_revoked'],
+  ];
+  for (const [path, revoke, notice] of revocations) {
+    router.post(`${ACCOUNT_PATH}/${path}`, forms, page(async (req, res, session) => {
+      const { person, field } = formOf(req, res, session);
+      await revoke(person.personId, field);
+      return done(notice);
+    }));
+  }
 
   // Unlinking withdraws the trust an approval gave (services/hosts.ts withdrawHostTrust): like a
   // decision, it needs a recent sign-in, as the people's API asks.

@@ -9,8 +9,7 @@ import { decideAsPerson, findApprovalByCode } from '../../services/approvals/by-
 import { namesToTellApart } from '../../services/approvals/view.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { approvalPage, codePage, decidedPage, type PresenceOnPage } from './pages/device-pages.ts';
-import { redirectTo, type PageWrapper } from './session.ts';
-import { signInUrl } from './sign-in.ts';
+import { redirectTo, signInUrl, type PageWrapper } from './session.ts';
 
 /** The approval page for a code, as a path (a refusal's page links back to it). */
 const approvalPath = (code: string) => `/device?user_code=${encodeURIComponent(code)}`;
@@ -21,8 +20,7 @@ export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper):
   const forms = express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 128 });
 
   // RFC 8628 §3.3: the verification URI; `?user_code=` is verification_uri_complete.
-  router.get('/device', page(async (req, res, session) => {
-    if (!sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl));
+  router.get('/device', page.fresh(async (req, res, session) => {
     const typed = typeof req.query.user_code === 'string' ? req.query.user_code : undefined;
     if (typed === undefined) return codePage();
     let view;

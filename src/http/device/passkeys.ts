@@ -6,17 +6,16 @@ import express, { Router } from 'express';
 import { ApiError } from '../../errors.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { passkeyAddition, passkeyRegistrationOptions, registerPasskey } from '../../people/passkeys.ts';
-import { redirectTo, type PageWrapper } from './session.ts';
+import { redirectTo, signInUrl, type PageWrapper } from './session.ts';
 import { addPasskeyPage } from './pages/device-pages.ts';
-import { safeReturnTo, signInUrl } from './sign-in.ts';
+import { safeReturnTo } from './sign-in.ts';
 
 export function passkeyPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Router {
   const router = Router();
   const { sessions, logger } = deps;
   const forms = express.urlencoded({ extended: false, limit: '32kb', parameterLimit: 64 });
 
-  router.get('/passkeys/new', page(async (req, _res, session) => {
-    if (!sessions.isFresh(session)) return redirectTo(signInUrl(req.originalUrl));
+  router.get('/passkeys/new', page.fresh(async (req, _res, session) => {
     if (!deps.passkeys) {
       throw new ApiError('unauthorized', "Passkeys cannot work on this server: its address is an IP address. An administrator sets ISSUER to a host name (e.g. http://localhost:3000).");
     }

@@ -8,7 +8,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../../config.ts';
 import type { Logger } from '../../logger.ts';
 import { isApiError } from '../../errors.ts';
-import type { PersonSession, PersonSessions } from '../../people/sessions.ts';
+import type { PersonSession, PersonSessions, SignedInSession } from '../../people/sessions.ts';
 import { requestContextOf } from '../access.ts';
 import { errorPage, layout } from './pages/device-pages.ts';
 import { SafeHtml } from './pages/html.ts';
@@ -57,12 +57,20 @@ interface Redirect {
 }
 export const redirectTo = (url: string): Redirect => ({ redirect: url });
 
+/** Where a page sends someone who must sign in (again); `freshLogin` asks the provider for credentials now. */
+export const signInUrl = (returnTo: string, freshLogin = false) => `/signin?return_to=${encodeURIComponent(returnTo)}${freshLogin ? '&fresh=1' : ''}`;
+
 /** What a page handler answers: a body to render, or where to go. */
-type PageHandler = (req: Request, res: Response, session: PersonSession) => Promise<SafeHtml | Redirect>;
+type PageHandler<Session extends PersonSession = PersonSession> = (req: Request, res: Response, session: Session) => Promise<SafeHtml | Redirect>;
 
 export interface PageWrapper {
   /** Runs a page: loads the session, renders the body (or a refusal as a page), keeps the session. */
   (handler: PageHandler): RequestHandler;
+  /**
+   * Runs a page only a person signed in recently (SIGN_IN_FRESH_SECONDS) may see; anyone else is
+   * sent to sign in, and back to this page afterwards.
+   */
+  fresh(handler: PageHandler<SignedInSession>): RequestHandler;
   /** A handler that signed someone in hands the new session over here, so it is the one kept. */
   replaceSession(res: Response, session: PersonSession): void;
   /** A refusal's page links here instead of the code form (e.g. back to the approval it was about). */
@@ -114,6 +122,8 @@ export function pageWrapper(deps: { config: Config; sessions: PersonSessions; lo
     }
   };
   return Object.assign(wrap, {
+    fresh: (handler: PageHandler<SignedInSession>) =>
+      wrap((req, res, session) => (sessions.isFresh(session) ? handler(req, res, session) : Promise.resolve(redirectTo(signInUrl(req.originalUrl))))),
     replaceSession: (res: Response, session: PersonSession) => {
       res.locals.session = session;
     },

@@ -51,9 +51,6 @@ export function safeReturnTo(value: unknown): string {
   return path === '/' ? '/device' : path;
 }
 
-/** Where a page sends someone who must sign in (again); `freshLogin` asks the provider for credentials now. */
-export const signInUrl = (returnTo: string, freshLogin = false) => `/signin?return_to=${encodeURIComponent(returnTo)}${freshLogin ? '&fresh=1' : ''}`;
-
 export function signInRouter(deps: SignInDeps, page: PageWrapper): Router {
   const router = Router();
   const { config, logger, sessions, clock } = deps;

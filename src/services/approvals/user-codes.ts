@@ -5,6 +5,7 @@
 // can show it again). Codes use 20 consonants (no vowels, so no words; no look-alikes), shown as
 // XXXX-XXXX and compared case-insensitively, with or without the dash.
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { checkedKeyMaterial } from '../../common/key-material.ts';
 
 const ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
 const CODE_LENGTH = 8;
@@ -15,8 +16,7 @@ export class UserCodes {
   readonly #key: Buffer;
 
   constructor(key: Buffer) {
-    if (key.length < 32) throw new Error('the user-code key must be at least 32 bytes');
-    this.#key = key;
+    this.#key = checkedKeyMaterial(key, 'user-code key');
   }
 
   /** The code the approval with this id shows, as XXXX-XXXX. */

@@ -6,19 +6,13 @@ import type { AgentSnapshot } from '../../domain/types.ts';
 import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs, roundTripCapabilities } from '../checks.ts';
 import type { AgentAdmission, AgentChange, AgentRecords, CasResult, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult } from '../store.ts';
 import { decodeAgent, decodeGrants, decodeOptionalMs, decodeSnapshot, encodeAgent, encodeAgentPatch, grantTriple, msString, normalizeSnapshot } from './codec.ts';
-import type { RedisParts } from './parts.ts';
+import { RedisRole } from './parts.ts';
 
-export class RedisAgentRecords implements AgentRecords {
-  readonly #redis: RedisParts;
-
-  constructor(redis: RedisParts) {
-    this.#redis = redis;
-  }
-
+export class RedisAgentRecords extends RedisRole implements AgentRecords {
   async getAgent(agentId: string): Promise<AgentSnapshot | null> {
     if (!isTaggable(agentId)) return null;
-    const k = this.#redis.keys;
-    const reply = await this.#redis.scripts.agentgateGetAgent(k.agent(agentId), k.session(agentId), k.grants(agentId));
+    const k = this.redis.keys;
+    const reply = await this.redis.scripts.agentgateGetAgent(k.agent(agentId), k.session(agentId), k.grants(agentId));
     if (reply === null) return null;
     const [agentFields, grantJsons, session] = reply as [unknown, unknown, unknown];
     return decodeSnapshot(agentFields, grantJsons, session);
@@ -26,7 +20,7 @@ export class RedisAgentRecords implements AgentRecords {
 
   async findAgentIdByKey(hostId: string, keyThumbprint: string): Promise<string | null> {
     if (!isTaggable(hostId)) return null;
-    return this.#redis.connection.get(this.#redis.keys.hostAgentKey(hostId, keyThumbprint));
+    return this.redis.connection.get(this.redis.keys.hostAgentKey(hostId, keyThumbprint));
   }
 
   /**
@@ -36,7 +30,7 @@ export class RedisAgentRecords implements AgentRecords {
    * for the new agent is deleted and the winner's id returned: net, nothing was written.
    */
   async createAgent(snapshot: AgentSnapshot, admission?: AgentAdmission): Promise<CreateAgentResult> {
-    const { connection, scripts, keys: k } = this.#redis;
+    const { connection, scripts, keys: k } = this.redis;
     const { agent, grants } = snapshot;
     assertTaggable('agent id', agent.id);
     assertTaggable('host id', agent.hostId);
@@ -80,7 +74,7 @@ export class RedisAgentRecords implements AgentRecords {
 
   async forgetPendingAgent(hostId: string, agentId: string): Promise<void> {
     if (!isTaggable(hostId)) return;
-    await this.#redis.connection.zrem(this.#redis.keys.hostPendingAgents(hostId), agentId);
+    await this.redis.connection.zrem(this.redis.keys.hostPendingAgents(hostId), agentId);
   }
 
   async casAgent(agentId: string, expectVersion: number, change: AgentChange): Promise<CasResult> {
@@ -96,8 +90,8 @@ export class RedisAgentRecords implements AgentRecords {
       grants: [...(change.replaceGrants ?? []), ...(change.upsertGrants ?? [])].map(grantTriple),
       ...(change.sessionExpiresAtMs === undefined ? {} : { session: msString(change.sessionExpiresAtMs, 'sessionExpiresAtMs') }),
     };
-    const k = this.#redis.keys;
-    const reply = (await this.#redis.scripts.agentgateCasAgent(
+    const k = this.redis.keys;
+    const reply = (await this.redis.scripts.agentgateCasAgent(
       ...k.agentRecord(agentId),
       String(expectVersion),
       String(expectVersion + 1),
@@ -111,14 +105,14 @@ export class RedisAgentRecords implements AgentRecords {
 
   async claimAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<'claimed' | 'ours' | 'taken'> {
     assertTaggable('host id', hostId);
-    const outcome = await this.#redis.scripts.agentgateClaimIndex(this.#redis.keys.hostAgentKey(hostId, thumbprint), agentId);
+    const outcome = await this.redis.scripts.agentgateClaimIndex(this.redis.keys.hostAgentKey(hostId, thumbprint), agentId);
     if (outcome === 'claimed' || outcome === 'ours' || outcome === 'taken') return outcome;
     throw new Error(`agent key claim answered ${String(outcome)}`);
   }
 
   async releaseAgentKey(hostId: string, agentId: string, thumbprint: string): Promise<void> {
     if (!isTaggable(hostId)) return;
-    await this.#redis.scripts.agentgateDeleteIfValue(this.#redis.keys.hostAgentKey(hostId, thumbprint), agentId);
+    await this.redis.scripts.agentgateDeleteIfValue(this.redis.keys.hostAgentKey(hostId, thumbprint), agentId);
   }
 
   // ---- hot path ------------------------------------------------------------------------------
@@ -134,8 +128,8 @@ export class RedisAgentRecords implements AgentRecords {
     const capabilities = roundTripCapabilities(request);
     const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
     if (!isTaggable(agentId)) return { kind: 'not_found' };
-    const k = this.#redis.keys;
-    const reply = (await this.#redis.scripts.agentgateExecute(
+    const k = this.redis.keys;
+    const reply = (await this.redis.scripts.agentgateExecute(
       ...k.agentRecord(agentId),
       k.agentJti(agentId, request.jti),
       String(request.keyVersion),

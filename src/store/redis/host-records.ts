@@ -6,21 +6,15 @@ import { assertTaggable, isTaggable } from '../checks.ts';
 import type { HostPatch, HostRecords, HostUpdate } from '../store.ts';
 import { decodeHost, encodeHost, encodeHostPatch } from './codec.ts';
 import { rotateHostKeyInRedis } from './host-rotation.ts';
-import type { RedisParts } from './parts.ts';
+import { RedisRole } from './parts.ts';
 
 /** How often createHost re-reads a thumbprint index that another writer holds (see createHost). */
 const THUMBPRINT_CLAIM_ATTEMPTS = 3;
 
-export class RedisHostRecords implements HostRecords {
-  readonly #redis: RedisParts;
-
-  constructor(redis: RedisParts) {
-    this.#redis = redis;
-  }
-
+export class RedisHostRecords extends RedisRole implements HostRecords {
   async getHost(hostId: string): Promise<HostRecord | null> {
     if (!isTaggable(hostId)) return null;
-    const fields = await this.#redis.connection.hgetall(this.#redis.keys.host(hostId));
+    const fields = await this.redis.connection.hgetall(this.redis.keys.host(hostId));
     return Object.keys(fields).length === 0 ? null : decodeHost(Object.entries(fields).flat());
   }
 
@@ -28,7 +22,7 @@ export class RedisHostRecords implements HostRecords {
    * so an index left behind by an interrupted rotation can never resolve to the wrong key. */
   async findHostByThumbprint(thumbprint: string): Promise<HostRecord | null> {
     if (!isTaggable(thumbprint)) return null;
-    const hostId = await this.#redis.connection.get(this.#redis.keys.hostByThumbprint(thumbprint));
+    const hostId = await this.redis.connection.get(this.redis.keys.hostByThumbprint(thumbprint));
     if (hostId === null) return null;
     const host = await this.getHost(hostId);
     return host?.thumbprint === thumbprint ? host : null;
@@ -42,7 +36,7 @@ export class RedisHostRecords implements HostRecords {
    * a host that is mid-rotation onto this thumbprint, so that case is re-read a few times.
    */
   async createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }> {
-    const { connection, scripts, keys } = this.#redis;
+    const { connection, scripts, keys } = this.redis;
     assertTaggable('host id', host.id);
     assertTaggable('host thumbprint', host.thumbprint);
     const hostKey = keys.host(host.id);
@@ -71,7 +65,7 @@ export class RedisHostRecords implements HostRecords {
     const allowed = fromStatuses === undefined ? '' : fromStatuses.join(',');
     if (fromStatuses !== undefined && fromStatuses.length === 0) throw new Error('updateHost: fromStatuses must name at least one status');
     const { set, unset } = encodeHostPatch(patch);
-    const reply = (await this.#redis.scripts.agentgateUpdateHost(this.#redis.keys.host(hostId), allowed, String(unset.length), ...unset, ...set)) as [string, unknown] | null;
+    const reply = (await this.redis.scripts.agentgateUpdateHost(this.redis.keys.host(hostId), allowed, String(unset.length), ...unset, ...set)) as [string, unknown] | null;
     if (reply === null) return null;
     return { host: decodeHost(reply[1]), updated: reply[0] === 'ok' };
   }
@@ -82,12 +76,12 @@ export class RedisHostRecords implements HostRecords {
     expectedThumbprint: string,
     next: Pick<HostRecord, 'thumbprint' | 'publicJwk' | 'updatedAtMs'>,
   ): Promise<'ok' | 'not_found' | 'conflict' | 'taken'> {
-    return rotateHostKeyInRedis(this.#redis, hostId, expectedThumbprint, next);
+    return rotateHostKeyInRedis(this.redis, hostId, expectedThumbprint, next);
   }
 
   async listHostAgentIds(hostId: string): Promise<string[]> {
     if (!isTaggable(hostId)) return [];
-    const ids = await this.#redis.connection.smembers(this.#redis.keys.hostAgents(hostId));
+    const ids = await this.redis.connection.smembers(this.redis.keys.hostAgents(hostId));
     return ids.sort();
   }
 }

@@ -19,3 +19,15 @@ export interface RedisParts {
 export function redisParts(connection: RedisConnection, keys: KeyLayout): RedisParts {
   return { connection, scripts: connection as unknown as ScriptCommands, keys };
 }
+
+/**
+ * What a Redis role object holds: the store's parts. The roles that need nothing else extend it,
+ * one level deep; the store itself is composed of the roles by delegation (compose.ts).
+ */
+export abstract class RedisRole {
+  protected readonly redis: RedisParts;
+
+  constructor(redis: RedisParts) {
+    this.redis = redis;
+  }
+}

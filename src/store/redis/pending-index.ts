@@ -6,32 +6,26 @@
 import { assertFiniteMs, assertTaggable, isTaggable } from '../checks.ts';
 import type { PendingIndex, PendingKind } from '../store.ts';
 import { msString } from './codec.ts';
-import type { RedisParts } from './parts.ts';
+import { RedisRole } from './parts.ts';
 
-export class RedisPendingIndex implements PendingIndex {
-  readonly #redis: RedisParts;
-
-  constructor(redis: RedisParts) {
-    this.#redis = redis;
-  }
-
+export class RedisPendingIndex extends RedisRole implements PendingIndex {
   async trackPending(kind: PendingKind, id: string, atMs: number): Promise<void> {
     assertFiniteMs('atMs', atMs);
-    await this.#redis.connection.zadd(this.#redis.keys.pendingSince(kind), String(atMs), id);
+    await this.redis.connection.zadd(this.redis.keys.pendingSince(kind), String(atMs), id);
   }
 
   async untrackPending(kind: PendingKind, id: string): Promise<void> {
-    await this.#redis.connection.zrem(this.#redis.keys.pendingSince(kind), id);
+    await this.redis.connection.zrem(this.redis.keys.pendingSince(kind), id);
   }
 
   async listStalePending(kind: PendingKind, beforeMs: number, limit: number): Promise<string[]> {
     assertFiniteMs('beforeMs', beforeMs);
-    return this.#redis.connection.zrangebyscore(this.#redis.keys.pendingSince(kind), '-inf', `(${beforeMs}`, 'LIMIT', 0, limit);
+    return this.redis.connection.zrangebyscore(this.redis.keys.pendingSince(kind), '-inf', `(${beforeMs}`, 'LIMIT', 0, limit);
   }
 
   async removeStalePendingAgent(agentId: string, createdBeforeMs: number): Promise<boolean> {
     if (!isTaggable(agentId)) return false;
-    const { scripts, keys: k } = this.#redis;
+    const { scripts, keys: k } = this.redis;
     const removed = (await scripts.agentgateRemoveStalePendingAgent(
       ...k.agentRecord(agentId), msString(createdBeforeMs, 'createdBeforeMs'),
     )) as [string, string] | null;
@@ -45,7 +39,7 @@ export class RedisPendingIndex implements PendingIndex {
 
   async removeStalePendingHost(hostId: string, createdBeforeMs: number): Promise<boolean> {
     if (!isTaggable(hostId)) return false;
-    const { scripts, keys: k } = this.#redis;
+    const { scripts, keys: k } = this.redis;
     const thumbprint = (await scripts.agentgateRemoveStalePendingHost(
       k.host(hostId), k.hostAgents(hostId), k.hostPendingAgents(hostId), msString(createdBeforeMs, 'createdBeforeMs'),
     )) as string | null;
@@ -61,11 +55,11 @@ export class RedisPendingIndex implements PendingIndex {
     assertTaggable('agent id', agentId);
     if (!isTaggable(lookupKey)) throw new Error('a user-code lookup key must be taggable');
     assertFiniteMs('untilMs', untilMs);
-    await this.#redis.connection.set(this.#redis.keys.userCode(lookupKey), agentId, 'PXAT', String(Math.ceil(untilMs)));
+    await this.redis.connection.set(this.redis.keys.userCode(lookupKey), agentId, 'PXAT', String(Math.ceil(untilMs)));
   }
 
   async findAgentIdByUserCode(lookupKey: string): Promise<string | null> {
     if (!isTaggable(lookupKey)) return null;
-    return this.#redis.connection.get(this.#redis.keys.userCode(lookupKey));
+    return this.redis.connection.get(this.redis.keys.userCode(lookupKey));
   }
 }

@@ -5,60 +5,54 @@
 // writes that must check and write in one step are scripts on that one key.
 import { isTaggable, normalizeTtlMs, personKey } from '../checks.ts';
 import type { PersonRecords } from '../store.ts';
-import type { RedisParts } from './parts.ts';
+import { RedisRole } from './parts.ts';
 
-export class RedisPersonRecords implements PersonRecords {
-  readonly #redis: RedisParts;
-
-  constructor(redis: RedisParts) {
-    this.#redis = redis;
-  }
-
+export class RedisPersonRecords extends RedisRole implements PersonRecords {
   async addPersonHost(personId: string, hostId: string): Promise<void> {
-    await this.#redis.connection.sadd(this.#redis.keys.personHosts(personKey(personId)), hostId);
+    await this.redis.connection.sadd(this.redis.keys.personHosts(personKey(personId)), hostId);
   }
 
   async removePersonHost(personId: string, hostId: string): Promise<void> {
-    await this.#redis.connection.srem(this.#redis.keys.personHosts(personKey(personId)), hostId);
+    await this.redis.connection.srem(this.redis.keys.personHosts(personKey(personId)), hostId);
   }
 
   async listPersonHostIds(personId: string): Promise<string[]> {
-    return (await this.#redis.connection.smembers(this.#redis.keys.personHosts(personKey(personId)))).sort();
+    return (await this.redis.connection.smembers(this.redis.keys.personHosts(personKey(personId)))).sort();
   }
 
   async listPasskeys(personId: string): Promise<Array<{ id: string; json: string }>> {
-    const all = await this.#redis.connection.hgetall(this.#redis.keys.personPasskeys(personKey(personId)));
+    const all = await this.redis.connection.hgetall(this.redis.keys.personPasskeys(personKey(personId)));
     return Object.entries(all).map(([id, json]) => ({ id, json }));
   }
 
   async addPasskey(personId: string, passkeyId: string, json: string, max: number): Promise<'added' | 'exists' | 'full'> {
-    const outcome = await this.#redis.scripts.agentgateAddPasskey(this.#redis.keys.personPasskeys(personKey(personId)), passkeyId, json, String(max));
+    const outcome = await this.redis.scripts.agentgateAddPasskey(this.redis.keys.personPasskeys(personKey(personId)), passkeyId, json, String(max));
     if (outcome === 'added' || outcome === 'exists' || outcome === 'full') return outcome;
     throw new Error(`unexpected answer from the passkey script: ${String(outcome)}`);
   }
 
   async updatePasskey(personId: string, passkeyId: string, json: string): Promise<boolean> {
-    return (await this.#redis.scripts.agentgateUpdatePasskey(this.#redis.keys.personPasskeys(personKey(personId)), passkeyId, json)) === 1;
+    return (await this.redis.scripts.agentgateUpdatePasskey(this.redis.keys.personPasskeys(personKey(personId)), passkeyId, json)) === 1;
   }
 
   async removePasskey(personId: string, passkeyId: string): Promise<boolean> {
-    return (await this.#redis.connection.hdel(this.#redis.keys.personPasskeys(personKey(personId)), passkeyId)) === 1;
+    return (await this.redis.connection.hdel(this.redis.keys.personPasskeys(personKey(personId)), passkeyId)) === 1;
   }
 
   // ---- people's sessions ----------------------------------------------------------------------
 
   async saveSession(key: string, json: string, ttlMs: number): Promise<void> {
     if (!isTaggable(key)) throw new Error('a session key must be taggable');
-    await this.#redis.connection.set(this.#redis.keys.personSession(key), json, 'PX', normalizeTtlMs(ttlMs));
+    await this.redis.connection.set(this.redis.keys.personSession(key), json, 'PX', normalizeTtlMs(ttlMs));
   }
 
   async loadSession(key: string): Promise<string | null> {
     if (!isTaggable(key)) return null;
-    return this.#redis.connection.get(this.#redis.keys.personSession(key));
+    return this.redis.connection.get(this.redis.keys.personSession(key));
   }
 
   async deleteSession(key: string): Promise<void> {
     if (!isTaggable(key)) return;
-    await this.#redis.connection.del(this.#redis.keys.personSession(key));
+    await this.redis.connection.del(this.redis.keys.personSession(key));
   }
 }

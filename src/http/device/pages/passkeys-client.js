@@ -19,36 +19,46 @@
     element.hidden = false;
   }
 
+  // A button that runs a ceremony, which fills the form's hidden fields, then posts its form.
+  function ceremonyButton(buttonId, ceremony) {
+    var button = document.getElementById(buttonId);
+    if (!button || !lib) return;
+    button.addEventListener('click', function (event) {
+      event.preventDefault();
+      ceremony().then(function () {
+        button.form.submit();
+      }).catch(showError);
+    });
+  }
+
+  function fill(fieldId, result) {
+    document.getElementById(fieldId).value = JSON.stringify(result);
+  }
+
   // Adding a passkey (/passkeys/new). A person who holds passkeys proves one of them first (the
   // server asks for it with a second set of options); then the new one is created.
   var registration = optionsFrom('passkey-registration-options');
   var proof = optionsFrom('passkey-proof-options');
-  var createButton = document.getElementById('create-passkey');
-  if (registration && createButton && lib) {
-    createButton.addEventListener('click', function (event) {
-      event.preventDefault();
+  if (registration) {
+    ceremonyButton('create-passkey', function () {
       var proved = proof ? lib.startAuthentication({ optionsJSON: proof }) : Promise.resolve(null);
-      proved.then(function (assertion) {
-        if (assertion) document.getElementById('passkey-proof').value = JSON.stringify(assertion);
+      return proved.then(function (assertion) {
+        if (assertion) fill('passkey-proof', assertion);
         return lib.startRegistration({ optionsJSON: registration });
       }).then(function (response) {
-        document.getElementById('passkey-response').value = JSON.stringify(response);
-        createButton.form.submit();
-      }).catch(showError);
+        fill('passkey-response', response);
+      });
     });
   }
 
   // Removing a passkey (/account/passkeys/remove): one of the person's passkeys confirms it, and
   // the form posts that assertion with the passkey to remove.
   var removal = optionsFrom('passkey-removal-options');
-  var removeButton = document.getElementById('remove-passkey');
-  if (removal && removeButton && lib) {
-    removeButton.addEventListener('click', function (event) {
-      event.preventDefault();
-      lib.startAuthentication({ optionsJSON: removal }).then(function (assertion) {
-        document.getElementById('passkey-assertion').value = JSON.stringify(assertion);
-        removeButton.form.submit();
-      }).catch(showError);
+  if (removal) {
+    ceremonyButton('remove-passkey', function () {
+      return lib.startAuthentication({ optionsJSON: removal }).then(function (assertion) {
+        fill('passkey-assertion', assertion);
+      });
     });
   }
 
@@ -65,7 +75,7 @@
       if (!needsPresence) return;
       event.preventDefault();
       lib.startAuthentication({ optionsJSON: presence }).then(function (response) {
-        document.getElementById('presence-response').value = JSON.stringify(response);
+        fill('presence-response', response);
         // form.submit() sends no submitter, so the verdict travels in a field of its own.
         var verdict = document.createElement('input');
         verdict.type = 'hidden';

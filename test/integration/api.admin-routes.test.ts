@@ -1,23 +1,17 @@
 // The admin routes the command-line tool needs (docs/cli.md): revoke an agent, list what waits for
 // a person, and read the active policy and operator set. Each is guarded by ADMIN_TOKEN like the
 // rest of the admin API; both stores, since the approvals list reads the store's pending indexes.
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, testServerForBlock } from '../support/server.ts';
 
 const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 forEachStore('admin routes for the CLI', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind });
-    c = new Client(server);
-  });
-  afterAll(() => server.close());
+  const server = testServerForBlock({ store: storeKind });
+  const c = new Client(server);
 
   const waiting = async (): Promise<Array<Record<string, any>>> => {
     const res = await c.admin('GET', '/admin/approvals');

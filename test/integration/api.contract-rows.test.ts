@@ -1,10 +1,10 @@
 // One HTTP-level test per row of the contract's §7 error tables (docs/service-contract.md), plus the
 // codes DESIGN §9 adds, against a real server on loopback with real keys and signed JWTs. Each
 // refusal row first shows the honest request succeeding, so a server refusing everything fails.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { newEd25519, newP256, newRsa } from '../support/keys.ts';
-import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, testServerForBlock } from '../support/server.ts';
 
 /** Status, code and the {error, message} body, in one assertion. */
 function expectError(res: HttpResult, status: number, error: string) {
@@ -14,14 +14,8 @@ function expectError(res: HttpResult, status: number, error: string) {
 }
 
 forEachStore('contract §7 rows', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind });
-    c = new Client(server);
-  });
-  afterAll(() => server.close());
+  const server = testServerForBlock({ store: storeKind });
+  const c = new Client(server);
 
   describe('common codes', () => {
     it('400 invalid_request: malformed JSON, missing required fields, wrong parameter types', async () => {

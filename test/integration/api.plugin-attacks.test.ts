@@ -1,12 +1,10 @@
 // SECURITY.md's "Plugins cannot stop the server" over HTTP, as an adversarial audit ran it: one request must not freeze the
 // server through a plugin operator, and no plugin answer may end the process.
-import { copyFile, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { pluginsFolderForBlock } from '../support/plugins.ts';
+import { testServerForBlock } from '../support/server.ts';
 
 // A stuck call ends at the budget, and the server must answer /healthz before that: a whole second
 // leaves a busy machine room to serve it.
@@ -34,23 +32,9 @@ export function evaluate() { return Promise.reject(new Error('async failure')); 
 // `echo` declaring its one argument: constraints may name only declared arguments.
 const ECHO_X = { name: 'echo', description: 'echoes x', input: { type: 'object', properties: { x: {} } }, handler: { type: 'echo' } };
 
-let dir: string;
-let server: TestServer;
-let c: Client;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'agentgate-plugin-attacks-'));
-  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
-  await copyFile('plugins/regex.ts', join(dir, 'regex.ts'));
-  await writeFile(join(dir, 'spin.mjs'), SPIN);
-  await writeFile(join(dir, 'rejecting.mjs'), REJECTING);
-  server = await startTestServer({ store: 'redis', pluginsDir: dir, capabilities: [ECHO_X], env: { PLUGIN_BUDGET_MS: String(BUDGET_MS) } });
-  c = new Client(server);
-});
-afterAll(async () => {
-  await server.close();
-  await rm(dir, { recursive: true, force: true });
-});
+const plugins = pluginsFolderForBlock('agentgate-plugin-attacks-', { copies: ['plugins/regex.ts'], files: { 'spin.mjs': SPIN, 'rejecting.mjs': REJECTING } });
+const server = testServerForBlock(() => ({ store: 'redis', pluginsDir: plugins.path, capabilities: [ECHO_X], env: { PLUGIN_BUDGET_MS: String(BUDGET_MS) } }));
+const c = new Client(server);
 
 /** An autonomous agent of a brand-new key: what anyone on the network can make, no approval. */
 async function autonomousAgent(constraints: Record<string, unknown>) {

@@ -3,13 +3,11 @@
 // request, sending at its full rate limit, costs one worker per trip window, and another agent's
 // plugin executes keep answering 200. The busy fixture (test/fixtures/plugin-isolation/busy.mjs)
 // stands for an expensive pattern. Speed is measured in bench/plugin-isolation.ts, not here.
-import { copyFile, mkdtemp, rm, symlink } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { pluginsFolderForBlock } from '../support/plugins.ts';
+import { testServerForBlock } from '../support/server.ts';
 
 const RATE_PER_MINUTE = 600;
 const BUDGET_MS = 200;
@@ -19,25 +17,12 @@ const ATTACK_MS = 2_000;
 // `echo` declaring its one argument: constraints may name only declared arguments.
 const ECHO_X = { name: 'echo', description: 'echoes x', input: { type: 'object', properties: { x: {} } }, handler: { type: 'echo' } };
 
-let dir: string;
-let server: TestServer;
-let c: Client;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'agentgate-plugin-isolation-'));
-  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
-  await copyFile('test/fixtures/plugin-isolation/busy.mjs', join(dir, 'busy.mjs'));
-  await copyFile('plugins/regex.ts', join(dir, 'regex.ts'));
-  server = await startTestServer({
-    store: 'redis', pluginsDir: dir, capabilities: [ECHO_X],
-    env: { RATE_LIMIT_AGENT_PER_MINUTE: String(RATE_PER_MINUTE), PLUGIN_BUDGET_MS: String(BUDGET_MS), METRICS_TOKEN },
-  });
-  c = new Client(server);
-});
-afterAll(async () => {
-  await server.close();
-  await rm(dir, { recursive: true, force: true });
-});
+const plugins = pluginsFolderForBlock('agentgate-plugin-isolation-', { copies: ['test/fixtures/plugin-isolation/busy.mjs', 'plugins/regex.ts'] });
+const server = testServerForBlock(() => ({
+  store: 'redis', pluginsDir: plugins.path, capabilities: [ECHO_X],
+  env: { RATE_LIMIT_AGENT_PER_MINUTE: String(RATE_PER_MINUTE), PLUGIN_BUDGET_MS: String(BUDGET_MS), METRICS_TOKEN },
+}));
+const c = new Client(server);
 
 /** An autonomous agent of a brand-new host key: what anyone on the network can make, no approval. */
 async function autonomousAgent(constraints: Record<string, unknown>) {

@@ -1,13 +1,13 @@
 // Operator plugins end to end (DESIGN §6, docs/design.md): a plugin added at run time is reached by the
 // already-compiled policy through `agentgate.operator`; unknown operators stay unknown at grant,
 // approval and execute time; operands are checked against the plugin's schema.
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code } from '../support/client.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { pluginsFolderForBlock } from '../support/plugins.ts';
+import { startTestServer, testServerForBlock } from '../support/server.ts';
 
 const ENDS_WITH = `import { z } from 'zod';
 export const name = 'ends_with';
@@ -18,21 +18,11 @@ export function evaluate(suffix, actual) {
 }
 `;
 
-let dir: string;
-let server: TestServer;
-let c: Client;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'agentgate-runtime-plugins-'));
-  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
-  // Echo declares `code`, the argument the run-time plugin constrains.
-  server = await startTestServer({ pluginsDir: dir, capabilities: shippedCatalogWithEchoArguments(['code']) });
-  c = new Client(server);
-});
-afterAll(async () => {
-  await server.close();
-  await rm(dir, { recursive: true, force: true });
-});
+// The folder starts empty: the tests add plugins to it while the server runs.
+const plugins = pluginsFolderForBlock('agentgate-runtime-plugins-');
+// Echo declares `code`, the argument the run-time plugin constrains.
+const server = testServerForBlock(() => ({ pluginsDir: plugins.path, capabilities: shippedCatalogWithEchoArguments(['code']) }));
+const c = new Client(server);
 
 const reload = () => c.admin('POST', '/admin/operators/reload');
 const grant = { name: 'echo', constraints: { code: { ends_with: 'Z' } } };
@@ -46,7 +36,7 @@ describe('a plugin added at run time', () => {
   });
 
   it('after a registry reload, grants with it are accepted and execute is allowed or refused by it', async () => {
-    await writeFile(join(dir, 'ends_with.mjs'), ENDS_WITH);
+    await writeFile(join(plugins.path, 'ends_with.mjs'), ENDS_WITH);
     expect((await reload()).json.operators).toContain('ends_with');
     const agent = await c.activeAgent([grant]);
     expect((await c.execute(agent, 'echo', { code: 'ABZ' })).status).toBe(200);
@@ -71,7 +61,7 @@ describe('a plugin added at run time', () => {
     const { agent: pending } = await c.register(host, { capabilities: [grant] });
     expect(pending!.registration.status).toBe('pending');
 
-    await rm(join(dir, 'ends_with.mjs'));
+    await rm(join(plugins.path, 'ends_with.mjs'));
     expect((await reload()).json.operators).not.toContain('ends_with');
 
     const executed = await c.execute(agent, 'echo', { code: 'ABZ' });
@@ -83,15 +73,15 @@ describe('a plugin added at run time', () => {
   });
 
   it('a broken plugin is refused by a reload (422 reload_rejected, as a broken policy is) and the previous set keeps serving', async () => {
-    await writeFile(join(dir, 'ends_with.mjs'), ENDS_WITH);
+    await writeFile(join(plugins.path, 'ends_with.mjs'), ENDS_WITH);
     expect((await reload()).status).toBe(200);
-    await writeFile(join(dir, 'broken.mjs'), 'export const name = "broken";');
+    await writeFile(join(plugins.path, 'broken.mjs'), 'export const name = "broken";');
     const res = await reload();
     expect(code(res)).toBe('422 reload_rejected');
     expect(res.json.message).toMatch(/broken\.mjs/);
     const agent = await c.activeAgent([grant]);
     expect((await c.execute(agent, 'echo', { code: 'Z' })).status).toBe(200);
-    await rm(join(dir, 'broken.mjs'));
+    await rm(join(plugins.path, 'broken.mjs'));
   });
 });
 

@@ -8,13 +8,13 @@
 //
 // The server's issuer stays 127.0.0.1 (the default): nothing here uses passkeys, so the browser has
 // no reason to open the pages as localhost.
-import type { Browser, Response } from 'playwright-core';
+import type { Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertNoInlineScript, launchBrowser, newPage, type TestPage } from '../support/browser.ts';
+import { expectSoundStep, personAtBrowserForBlock } from '../support/browser.ts';
 import { Client, code, type HttpResult, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { DEFAULT_ACCOUNTS, startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { testServerForBlock } from '../support/server.ts';
 
 const INTERVAL_SECONDS = 1;
 /** Long enough for a person's few clicks in a headless browser (about 2 s); a poll loop never runs unbounded. */
@@ -22,40 +22,28 @@ const POLL_DEADLINE_MS = 15_000;
 const TEST_TIMEOUT_MS = 20_000;
 
 let provider: TestOidcProvider | undefined;
-let server: TestServer;
-let client: Client;
-let browser: Browser;
+// The provider stops after the server that signs people in through it: vitest runs afterAll hooks
+// in the reverse of the order they were registered, so this one is registered before the server's.
+afterAll(async () => {
+  await provider?.close();
+});
+const server = testServerForBlock({
+  store: 'redis',
+  env: { APPROVAL_INTERVAL_SECONDS: String(INTERVAL_SECONDS) },
+  oidc: async (redirectUri) => {
+    provider = await startOidcProvider({ redirectUris: [redirectUri] });
+    return { issuer: provider.issuer, clientId: provider.clientId, clientSecret: provider.clientSecret };
+  },
+});
+const client = new Client(server);
 /** One person, one browser context for the whole file: the deny run relies on the sign-in of the approve run. */
-let person: TestPage;
-/** Every main-frame navigation response (redirects included) since the last check, in order. */
-const navigations: Response[] = [];
+const person = personAtBrowserForBlock({ screenshotsDir: 'browser-approval' });
 
 beforeAll(async () => {
-  server = await startTestServer({
-    store: 'redis',
-    env: { APPROVAL_INTERVAL_SECONDS: String(INTERVAL_SECONDS) },
-    oidc: async (redirectUri) => {
-      provider = await startOidcProvider({ redirectUris: [redirectUri] });
-      return { issuer: provider.issuer, clientId: provider.clientId, clientSecret: provider.clientSecret };
-    },
-  });
-  client = new Client(server);
-  browser = await launchBrowser();
-  person = await newPage(browser, { screenshotsDir: 'browser-approval' });
   // The test provider (test/support/oidc-provider.ts) has no favicon, and Chromium logs its 404 as a
   // console error on the login page; a real provider serves one. Answered here, for the provider
   // only, so the console check stays exact for agentgate's own pages (which answer it themselves).
   await person.context.route(`${provider!.issuer}/favicon.ico`, (route) => route.fulfill({ status: 204 }));
-  person.page.on('response', (response) => {
-    if (response.request().isNavigationRequest() && response.frame() === person.page.mainFrame()) navigations.push(response);
-  });
-});
-
-afterAll(async () => {
-  await person?.context.close();
-  await browser?.close();
-  await server?.close();
-  await provider?.close();
 });
 
 /**
@@ -65,28 +53,19 @@ afterAll(async () => {
  * console error. Takes the screenshot and answers the final document response.
  */
 async function navigate(name: string, action: () => Promise<unknown>): Promise<Response> {
-  navigations.length = 0;
+  person.navigations.length = 0;
   const landed = person.page.waitForResponse(
     (response) => response.request().isNavigationRequest() && response.frame() === person.page.mainFrame() && (response.status() < 300 || response.status() >= 400),
   );
   const [final] = await Promise.all([landed, action()]);
   await person.page.waitForLoadState('load');
-  const ours = ourNavigations();
-  // Every step in this file passes through agentgate, so an empty list would mean the check saw nothing.
-  expect(ours.length, `agentgate responses during ${name}`).toBeGreaterThan(0);
-  for (const response of ours) {
-    const csp = await response.headerValue('content-security-policy');
-    expect(csp, `Content-Security-Policy on ${response.status()} ${response.url()}`).toMatch(/default-src 'none'.*script-src 'self'.*frame-ancestors 'none'/);
-  }
-  await person.screenshot(name);
-  await assertNoInlineScript(person.page);
-  expect(person.consoleErrors, `console errors after ${name}`).toEqual([]);
+  await expectSoundStep(person, name, ourNavigations());
   return final;
 }
 
 /** The navigations of the last step that agentgate answered (not the provider). */
 function ourNavigations(): Response[] {
-  return navigations.filter((response) => new URL(response.url()).origin === new URL(server.baseUrl).origin);
+  return person.navigations.filter((response) => new URL(response.url()).origin === new URL(server.baseUrl).origin);
 }
 
 /** `status path` of agentgate's navigations in the last step, for checking where redirects led. */

@@ -7,39 +7,20 @@
 // is photographed (test-results/browser-people/), every agentgate response the browser navigates to
 // carries the Content-Security-Policy, no page runs inline script, and nothing is logged as a
 // console error. Opened as http://localhost:<port>: passkeys need a host name.
-import type { Browser, Response } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addVirtualAuthenticator, assertNoInlineScript, launchBrowser, newPage, type TestPage } from '../support/browser.ts';
+import { describe, expect, it } from 'vitest';
+import { addVirtualAuthenticator, expectSoundStep, personAtBrowserForBlock } from '../support/browser.ts';
 import { Client, code } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { testServerForBlock } from '../support/server.ts';
 
 const PERSON = 'Robin';
 const PERSON_ID = `dev|${PERSON}`;
 const FRESH_SECONDS = 300;
 const TEST_TIMEOUT_MS = 45_000;
 
-let browser: Browser;
-let server: TestServer;
-let c: Client;
-let person: TestPage;
-/** Every main-frame navigation response (redirects included) since the last step. */
-const navigations: Response[] = [];
-
-beforeAll(async () => {
-  browser = await launchBrowser();
-  server = await startTestServer({ store: 'redis', issuerHost: 'localhost', env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
-  c = new Client(server);
-  person = await newPage(browser, { screenshotsDir: 'browser-people' });
-  person.page.on('response', (response) => {
-    if (response.request().isNavigationRequest() && response.frame() === person.page.mainFrame()) navigations.push(response);
-  });
-});
-afterAll(async () => {
-  await person?.context.close();
-  await browser?.close();
-  await server?.close();
-});
+const server = testServerForBlock({ store: 'redis', issuerHost: 'localhost', env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
+const c = new Client(server);
+const person = personAtBrowserForBlock({ screenshotsDir: 'browser-people' });
 
 /**
  * A person's action that navigates, waited for until the browser is at `lands`; then what every
@@ -47,18 +28,10 @@ afterAll(async () => {
  * page runs no inline script, and no console error was logged. Takes the screenshot.
  */
 async function step(name: string, lands: (url: URL) => boolean, action: () => Promise<unknown>): Promise<void> {
-  navigations.length = 0;
+  person.navigations.length = 0;
   await Promise.all([person.page.waitForURL(lands), action()]);
   await person.page.waitForLoadState('load');
-  const ours = navigations.filter((r) => new URL(r.url()).origin === server.baseUrl);
-  expect(ours.length, `agentgate responses during ${name}`).toBeGreaterThan(0);
-  for (const response of ours) {
-    const csp = await response.headerValue('content-security-policy');
-    expect(csp, `Content-Security-Policy on ${response.status()} ${response.url()}`).toMatch(/default-src 'none'.*script-src 'self'.*frame-ancestors 'none'/);
-  }
-  await person.screenshot(name);
-  await assertNoInlineScript(person.page);
-  expect(person.consoleErrors, `console errors after ${name}`).toEqual([]);
+  await expectSoundStep(person, name, person.navigations.filter((r) => new URL(r.url()).origin === server.baseUrl));
 }
 
 const at = (pathname: string, search?: string) => (url: URL) => url.pathname === pathname && (search === undefined || url.search === search);

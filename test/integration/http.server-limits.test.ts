@@ -15,10 +15,22 @@ import { createHttpServer } from '../../src/http/server.ts';
 import { startAgentgate, WITH_SERVERS_TIMEOUT_MS, type Agentgate } from '../support/agentgate-process.ts';
 import { waitFor } from '../support/net.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { within } from '../support/within.ts';
 
+/** The settings of the three HTTP timeouts. */
+const httpTimeouts = (headersMs: number, requestMs: number, keepAliveMs: number) => ({
+  HTTP_HEADERS_TIMEOUT_MS: String(headersMs),
+  HTTP_REQUEST_TIMEOUT_MS: String(requestMs),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: String(keepAliveMs),
+});
+
+// The server whose timeouts are under test, and whose sockets serve a few requests each.
 const HEADERS_TIMEOUT_MS = 1000;
 const REQUEST_TIMEOUT_MS = 2000;
 const KEEP_ALIVE_TIMEOUT_MS = 1000;
+const MAX_REQUESTS_PER_SOCKET = 3;
+const shortTimeouts = { ...httpTimeouts(HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS), HTTP_MAX_REQUESTS_PER_SOCKET: String(MAX_REQUESTS_PER_SOCKET) };
+
 // Node checks the header and request timeouts every min(1000, headers timeout / 2) ms.
 const CHECK_INTERVAL_MS = 500;
 // Node 24.6 and later keep an idle keep-alive socket this much longer than the timeout.
@@ -26,25 +38,15 @@ const KEEP_ALIVE_BUFFER_MS = 1000;
 // How late a busy machine may run the server's timers. Each bound below stays under the defaults
 // (a 10 s headers timeout, a 30 s request timeout, a 5 s keep-alive timeout) it must be told from.
 const SLACK_MS = 3000;
+
 // The capped servers' timeouts: no held connection of a test ends by timing out, however slow it runs.
 const LONG_TIMEOUT_MS = 120_000;
+const longTimeouts = httpTimeouts(LONG_TIMEOUT_MS, LONG_TIMEOUT_MS, LONG_TIMEOUT_MS);
+// The caps under test, each on a server of its own.
 const PER_ADDRESS_MAX = 20;
 const MAX_CONNECTIONS = 10;
-const MAX_REQUESTS_PER_SOCKET = 3;
 const WORKERS = 2;
 const MAX_CONNECTIONS_PER_WORKER = 4;
-
-const shortTimeouts = {
-  HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
-  HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
-  HTTP_MAX_REQUESTS_PER_SOCKET: String(MAX_REQUESTS_PER_SOCKET),
-};
-const longTimeouts = {
-  HTTP_HEADERS_TIMEOUT_MS: String(LONG_TIMEOUT_MS),
-  HTTP_REQUEST_TIMEOUT_MS: String(LONG_TIMEOUT_MS),
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: String(LONG_TIMEOUT_MS),
-};
 
 const opened: Socket[] = [];
 const servers: Agentgate[] = [];
@@ -108,22 +110,11 @@ function trickle(socket: Socket, bytes: string, everyMs = 200): void {
   socket.once('close', () => clearInterval(timer));
 }
 
-/** `promise`, or a failure naming what did not happen within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Reads one whole response (head plus Content-Length body) from a raw socket, after `from` characters. */
 async function response(conn: Opened, from: number): Promise<{ head: string; end: number }> {
   return within(
+    10_000,
+    'a whole response',
     (async () => {
       for (;;) {
         const text = conn.text().slice(from);
@@ -136,8 +127,6 @@ async function response(conn: Opened, from: number): Promise<{ head: string; end
         await new Promise((r) => setTimeout(r, 10));
       }
     })(),
-    10_000,
-    'a whole response',
   );
 }
 
@@ -189,7 +178,7 @@ describe('slow clients (header and body trickles)', () => {
     conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
     trickle(conn.socket, 'X-Slow: ' + 'a'.repeat(100));
     const limitMs = HEADERS_TIMEOUT_MS + CHECK_INTERVAL_MS + SLACK_MS;
-    const { openMs, received } = await within(conn.closed, limitMs, 'closing a header trickle');
+    const { openMs, received } = await within(limitMs, 'closing a header trickle', conn.closed);
     expect(openMs).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 100);
     expect(received).toMatch(/^HTTP\/1\.1 408 /);
   });
@@ -200,7 +189,7 @@ describe('slow clients (header and body trickles)', () => {
     conn.socket.write('POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":"');
     trickle(conn.socket, 'b'.repeat(990));
     const limitMs = REQUEST_TIMEOUT_MS + CHECK_INTERVAL_MS + SLACK_MS;
-    const { openMs, received } = await within(conn.closed, limitMs, 'closing a body trickle');
+    const { openMs, received } = await within(limitMs, 'closing a body trickle', conn.closed);
     expect(openMs).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 100);
     expect(received).toMatch(/^HTTP\/1\.1 408 /);
   });
@@ -215,7 +204,7 @@ describe('connection caps', () => {
     for (const conn of extra) {
       // Closed without a word: only the cap does that here (a timeout would answer 408, and the
       // timeouts of this server are longer than the test).
-      const { received } = await within(conn.closed, SLACK_MS, 'refusing a socket beyond the per-address cap');
+      const { received } = await within(SLACK_MS, 'refusing a socket beyond the per-address cap', conn.closed);
       expect(received).toBe('');
     }
     expect(flood.every((conn) => conn.isOpen())).toBe(true);
@@ -230,7 +219,7 @@ describe('connection caps', () => {
     const held = await Promise.all(Array.from({ length: MAX_CONNECTIONS }, (_, i) => open(capped.port, `127.0.0.${10 + i}`)));
     for (const conn of held) conn.socket.write('GET /healthz HTTP/1.1\r\n');
     const extra = await open(capped.port, '127.0.0.50');
-    const { received } = await within(extra.closed, SLACK_MS, 'refusing a connection beyond HTTP_MAX_CONNECTIONS');
+    const { received } = await within(SLACK_MS, 'refusing a connection beyond HTTP_MAX_CONNECTIONS', extra.closed);
     expect(received).toBe('');
     expect(held.every((conn) => conn.isOpen())).toBe(true);
     expect(await healthz(capped.port, '127.0.0.2')).not.toBe(200);
@@ -261,7 +250,7 @@ describe('keep-alive limits', () => {
     expect(head).toMatch(/keep-alive: timeout=1/i);
     const idleFrom = performance.now();
     // Under the 5 s default and its buffer, which a server without the setting would keep it open for.
-    await within(conn.closed, KEEP_ALIVE_TIMEOUT_MS + KEEP_ALIVE_BUFFER_MS + SLACK_MS, 'closing an idle keep-alive connection');
+    await within(KEEP_ALIVE_TIMEOUT_MS + KEEP_ALIVE_BUFFER_MS + SLACK_MS, 'closing an idle keep-alive connection', conn.closed);
     expect(performance.now() - idleFrom).toBeGreaterThanOrEqual(KEEP_ALIVE_TIMEOUT_MS - 100);
   });
 
@@ -278,7 +267,7 @@ describe('keep-alive limits', () => {
     expect(heads.every((head) => /^HTTP\/1\.1 200 /.test(head))).toBe(true);
     expect(heads.at(-2)).toMatch(/connection: keep-alive/i);
     expect(heads.at(-1)).toMatch(/connection: close/i);
-    await within(conn.closed, SLACK_MS, 'closing the connection after its last allowed request');
+    await within(SLACK_MS, 'closing the connection after its last allowed request', conn.closed);
   });
 
   it('HTTP_KEEP_ALIVE_TIMEOUT_MS=0 closes each connection after its response (Node alone would never close it)', async () => {
@@ -291,7 +280,7 @@ describe('keep-alive limits', () => {
         conn.socket.write(GET_HEALTHZ);
       const { head } = await response(conn, 0);
       expect(head).toMatch(/connection: close/i);
-      await within(conn.closed, SLACK_MS, 'closing the connection after its response');
+      await within(SLACK_MS, 'closing the connection after its response', conn.closed);
     } finally {
       server.close();
     }

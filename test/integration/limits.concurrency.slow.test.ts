@@ -18,6 +18,7 @@ import { clusterForTests, type TestCluster } from '../support/redis-cluster.ts';
 import { startFaultProxy } from '../support/redis-faults.ts';
 import { redisUrlForTests, uniquePrefix } from '../support/redis.ts';
 import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
+import { within } from '../support/within.ts';
 
 /** Where both instances keep their state: the options each startTestServer call gets. */
 interface Target {
@@ -126,19 +127,6 @@ function expectLimited(res: HttpResult, windowSeconds: number) {
 function expectWithinWindow(openedAtMs: number) {
   const elapsedMs = Date.now() - openedAtMs;
   expect(elapsedMs, `the case took ${elapsedMs} ms; a budget window is ${WINDOW_MS} ms`).toBeLessThan(WINDOW_MS - 5_000);
-}
-
-/** Settles `promise` within `ms` or fails naming what did not happen. */
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 interface BatchItem {

@@ -14,7 +14,7 @@ import { exitOf, spawnAgentgate, startAgentgate, WITH_SERVERS_TIMEOUT_MS, type A
 import { code, http } from '../support/client.ts';
 import { agentJwt, hostJwt, newEd25519 } from '../support/keys.ts';
 import { freePort } from '../support/net.ts';
-import { startThrowawayCluster, type ThrowawayCluster } from '../support/redis-cluster.ts';
+import { startThrowawayCluster } from '../support/redis-cluster.ts';
 import { startThrowawaySentinel, type ThrowawaySentinel } from '../support/redis-sentinel.ts';
 import { uniquePrefix } from '../support/redis.ts';
 
@@ -54,6 +54,14 @@ function logLines(output: string, msg: string): Record<string, unknown>[] {
     .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
+/** The process logged which Redis topology it uses, and how many replicas a withdrawal waits for. */
+function expectUsingRedisLine(gate: Agentgate, topology: string, withdrawalsWaitFor: string): void {
+  const [using] = logLines(gate.output(), 'using Redis');
+  expect(using, gate.output()).toBeDefined();
+  expect(using!.topology).toBe(topology);
+  expect(using!.withdrawalsWaitFor).toBe(withdrawalsWaitFor);
+}
+
 /**
  * The whole life of one agent through the running process: an unknown host registers it (the agent
  * waits for approval), the admin approves it with ADMIN_TOKEN, it executes (200), its host revokes
@@ -89,88 +97,104 @@ async function lifeOfAnAgent(gate: Agentgate): Promise<void> {
   expect(status.json.status).toBe('revoked');
 }
 
-describe('npm start on a Redis Cluster of three masters with a replica each', () => {
-  let cluster: ThrowawayCluster | undefined;
+/**
+ * `npm start` on a throwaway Redis topology for the tests of the enclosing describe block: before
+ * them the topology starts, then the server, on the settings `redisEnv` names for that topology;
+ * after them the server is killed and the topology stopped, even when the kill fails. Read the
+ * topology and the server in the tests, once both have started.
+ */
+function npmStartOnTopology<Topology extends { stop(): Promise<void> }>(
+  startTopology: () => Promise<Topology>, redisEnv: (topology: Topology) => Record<string, string>,
+): { readonly topology: Topology; readonly gate: Agentgate } {
+  let topology: Topology | undefined;
   let gate: Agentgate | undefined;
-
   beforeAll(async () => {
-    cluster = await startThrowawayCluster(3, { replicasPerMaster: 1, readyTimeoutMs: TOPOLOGY_START_MS });
-    const { port, env } = await operatorEnv({ REDIS_CLUSTER_NODES: cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',') });
+    topology = await startTopology();
+    const { port, env } = await operatorEnv(redisEnv(topology));
     gate = await startAgentgate({ port, env, ...AS_AN_OPERATOR });
   }, WITH_SERVERS_TIMEOUT_MS);
-
   afterAll(async () => {
     try {
       await gate?.stop('SIGKILL');
     } finally {
-      await cluster?.stop();
+      await topology?.stop();
     }
   });
+  return {
+    get topology() {
+      if (!topology) throw new Error('the topology did not start');
+      return topology;
+    },
+    get gate() {
+      if (!gate) throw new Error('npm start did not start');
+      return gate;
+    },
+  };
+}
+
+/**
+ * `npm start` on `redis` (the Redis settings an operator gave) that must fail: it must exit, with
+ * a status that is not zero (nor missing, as it would be for a kill). Answers what it printed.
+ */
+async function failedNpmStart(redis: Record<string, string>, what: string): Promise<string> {
+  const { port, env } = await operatorEnv(redis);
+  const started = spawnAgentgate({ PORT: String(port), ...env }, AS_AN_OPERATOR);
+  const exit = await exitOf(started, what);
+  const output = started.output();
+  expect(exit.code, output).not.toBe(0);
+  expect(exit.code, output).not.toBeNull();
+  return output;
+}
+
+describe('npm start on a Redis Cluster of three masters with a replica each', () => {
+  const running = npmStartOnTopology(
+    () => startThrowawayCluster(3, { replicasPerMaster: 1, readyTimeoutMs: TOPOLOGY_START_MS }),
+    (cluster) => ({ REDIS_CLUSTER_NODES: cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',') }),
+  );
 
   it('says in its start-up line that it runs on the cluster and that withdrawals wait for a replica on every master', () => {
-    const seeds = cluster!.nodes.map((n) => `${n.host}:${n.port}`).join(',');
-    expect(gate!.startup.store).toMatch(/^redis cluster \(/);
-    expect(gate!.startup.store).toContain(`Redis Cluster ${seeds}`);
-    expect(gate!.startup.store).toContain('withdrawals wait for 1 replica on every master)');
-    const [using] = logLines(gate!.output(), 'using Redis');
-    expect(using, gate!.output()).toBeDefined();
-    expect(using!.topology).toBe('cluster');
-    expect(using!.withdrawalsWaitFor).toBe('1 replica on every master');
+    const { topology: cluster, gate } = running;
+    const seeds = cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',');
+    expect(gate.startup.store).toMatch(/^redis cluster \(/);
+    expect(gate.startup.store).toContain(`Redis Cluster ${seeds}`);
+    expect(gate.startup.store).toContain('withdrawals wait for 1 replica on every master)');
+    expectUsingRedisLine(gate, 'cluster', '1 replica on every master');
   });
 
   it('registers, approves, executes and revokes an agent, and refuses it once revoked', async () => {
-    await lifeOfAnAgent(gate!);
+    await lifeOfAnAgent(running.gate);
   }, WITH_SERVERS_TIMEOUT_MS);
 });
 
 describe('npm start on a Redis Sentinel set whose data nodes require a password', () => {
   const password = `sentinel-pw-${randomBytes(9).toString('hex')}`;
-  let set: ThrowawaySentinel | undefined;
-  let gate: Agentgate | undefined;
-  const sentinelEnv = (dataPassword: string): Record<string, string> => ({
-    REDIS_SENTINELS: set!.sentinels.map((s) => `${s.host}:${s.port}`).join(','),
-    REDIS_SENTINEL_MASTER: set!.masterName,
+  const sentinelEnv = (set: ThrowawaySentinel, dataPassword: string): Record<string, string> => ({
+    REDIS_SENTINELS: set.sentinels.map((s) => `${s.host}:${s.port}`).join(','),
+    REDIS_SENTINEL_MASTER: set.masterName,
     REDIS_PASSWORD: dataPassword,
   });
-
-  beforeAll(async () => {
-    set = await startThrowawaySentinel({ password, readyTimeoutMs: TOPOLOGY_START_MS });
-    const { port, env } = await operatorEnv(sentinelEnv(password));
-    gate = await startAgentgate({ port, env, ...AS_AN_OPERATOR });
-  }, WITH_SERVERS_TIMEOUT_MS);
-
-  afterAll(async () => {
-    try {
-      await gate?.stop('SIGKILL');
-    } finally {
-      await set?.stop();
-    }
-  });
+  const running = npmStartOnTopology(
+    () => startThrowawaySentinel({ password, readyTimeoutMs: TOPOLOGY_START_MS }),
+    (set) => sentinelEnv(set, password),
+  );
 
   it('says in its start-up line that it runs on the Sentinel set and that withdrawals wait for a replica', () => {
-    expect(gate!.startup.store).toMatch(/^redis sentinel \(/);
-    expect(gate!.startup.store).toContain(`Redis Sentinel master "${set!.masterName}" via `);
-    expect(gate!.startup.store).toContain('withdrawals wait for 1 replica)');
+    const { topology: set, gate } = running;
+    expect(gate.startup.store).toMatch(/^redis sentinel \(/);
+    expect(gate.startup.store).toContain(`Redis Sentinel master "${set.masterName}" via `);
+    expect(gate.startup.store).toContain('withdrawals wait for 1 replica)');
     // The password is a secret: nothing the process printed repeats it.
-    expect(gate!.output()).not.toContain(password);
-    const [using] = logLines(gate!.output(), 'using Redis');
-    expect(using, gate!.output()).toBeDefined();
-    expect(using!.topology).toBe('sentinel');
-    expect(using!.withdrawalsWaitFor).toBe('1 replica');
+    expect(gate.output()).not.toContain(password);
+    expectUsingRedisLine(gate, 'sentinel', '1 replica');
   });
 
   it('registers, approves, executes and revokes an agent, and refuses it once revoked', async () => {
-    await lifeOfAnAgent(gate!);
+    await lifeOfAnAgent(running.gate);
   }, WITH_SERVERS_TIMEOUT_MS);
 
   it('refuses to start with a wrong REDIS_PASSWORD, exiting non-zero with a message that names REDIS_PASSWORD', async () => {
     const wrong = `wrong-${randomBytes(9).toString('hex')}`;
-    const { port, env } = await operatorEnv(sentinelEnv(wrong));
-    const started = spawnAgentgate({ PORT: String(port), ...env }, AS_AN_OPERATOR);
-    const exit = await exitOf(started, 'npm start with a wrong REDIS_PASSWORD');
-    const output = started.output();
-    expect(exit.code, output).not.toBe(0);
-    expect(exit.code, output).not.toBeNull();
+    const output = await failedNpmStart(sentinelEnv(running.topology, wrong), 'npm start with a wrong REDIS_PASSWORD');
     expect(output).toContain('agentgate failed to start');
     expect(output).toMatch(/WRONGPASS|refused the credentials/);
     expect(output).toContain('REDIS_PASSWORD');
@@ -181,13 +205,8 @@ describe('npm start on a Redis Sentinel set whose data nodes require a password'
   }, WITH_SERVERS_TIMEOUT_MS);
 
   it('refuses to start without REDIS_PASSWORD when the data nodes require one, naming REDIS_PASSWORD', async () => {
-    const { port, env } = await operatorEnv(sentinelEnv(password));
-    delete env.REDIS_PASSWORD;
-    const started = spawnAgentgate({ PORT: String(port), ...env }, AS_AN_OPERATOR);
-    const exit = await exitOf(started, 'npm start without REDIS_PASSWORD');
-    const output = started.output();
-    expect(exit.code, output).not.toBe(0);
-    expect(exit.code, output).not.toBeNull();
+    const { REDIS_PASSWORD: _password, ...withoutPassword } = sentinelEnv(running.topology, password);
+    const output = await failedNpmStart(withoutPassword, 'npm start without REDIS_PASSWORD');
     expect(output).toMatch(/NOAUTH|refused the credentials/);
     expect(output).toContain('REDIS_PASSWORD');
     expect(output).not.toContain('agentgate listening');

@@ -2,17 +2,15 @@
 // nothing recorded) with neither; every family present after real traffic, with the values that
 // traffic must have produced. Metrics reveal traffic and refusal patterns, so the guard tests are
 // named after what they refuse.
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { shippedCatalogWithEchoArguments } from '../support/catalog.ts';
 import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { startAgentgate, STARTUP_BOUND_MS, WITH_SERVERS_TIMEOUT_MS, type Agentgate } from '../support/agentgate-process.ts';
 import { freePort } from '../support/net.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { pluginsFolderForBlock } from '../support/plugins.ts';
+import { testServerForBlock, type TestServer } from '../support/server.ts';
 
 const METRICS_TOKEN = 'metrics-token-0123456789abcdef';
 
@@ -46,11 +44,7 @@ const scrape = async (server: TestServer) => {
 };
 
 describe('metrics that are off', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer();
-  });
-  afterAll(() => server.close());
+  const server = testServerForBlock();
 
   it('without METRICS_TOKEN or METRICS_PORT, /metrics does not exist (404), with or without a token, and nothing is recorded', async () => {
     expect(code(await http('GET', `${server.baseUrl}/metrics`))).toBe('404 not_found');
@@ -60,30 +54,22 @@ describe('metrics that are off', () => {
 });
 
 describe('metrics behind METRICS_TOKEN', () => {
-  let server: TestServer;
-  let c: Client;
-  let pluginsDir: string;
-
-  beforeAll(async () => {
-    // A plugin operator that throws, to be counted.
-    pluginsDir = await mkdtemp(join(tmpdir(), 'agentgate-metrics-plugins-'));
-    await symlink(resolve('node_modules'), join(pluginsDir, 'node_modules'));
-    await writeFile(join(pluginsDir, 'explodes.mjs'), `import { z } from 'zod';
+  // A plugin operator that throws, to be counted.
+  const plugins = pluginsFolderForBlock('agentgate-metrics-plugins-', {
+    files: {
+      'explodes.mjs': `import { z } from 'zod';
 export const name = 'explodes';
 export const description = 'throws on every call';
 export const operand = z.boolean();
 export function evaluate() { throw new Error('boom'); }
-`);
-    // Echo declares `flag`, the argument the throwing plugin constrains.
-    server = await startTestServer({
-      store: 'redis', pluginsDir, capabilities: shippedCatalogWithEchoArguments(['flag']), env: { METRICS_TOKEN, RATE_LIMIT_IP_PER_MINUTE: '2' },
-    });
-    c = new Client(server);
+`,
+    },
   });
-  afterAll(async () => {
-    await server.close();
-    await rm(pluginsDir, { recursive: true, force: true });
-  });
+  // Echo declares `flag`, the argument the throwing plugin constrains.
+  const server = testServerForBlock(() => ({
+    store: 'redis', pluginsDir: plugins.path, capabilities: shippedCatalogWithEchoArguments(['flag']), env: { METRICS_TOKEN, RATE_LIMIT_IP_PER_MINUTE: '2' },
+  }));
+  const c = new Client(server);
 
   it('a scraper without a token is refused 401 and told to bring a bearer token', async () => {
     const res = await http('GET', `${server.baseUrl}/metrics`);

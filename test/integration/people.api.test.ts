@@ -3,24 +3,18 @@
 // signed-in person (404, and nothing in their lists), without a session (401), and every POST
 // without or with a wrong CSRF token (403, nothing changed); decisions also with a stale sign-in
 // (401). Dev sign-in stands in for the OpenID Connect provider. Both stores.
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, testServerForBlock } from '../support/server.ts';
 
 const FRESH_SECONDS = 300;
 
 forEachStore("people's own API", (storeKind) => {
-  let server: TestServer;
-  let c: Client;
+  const server = testServerForBlock({ store: storeKind, env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
+  const c = new Client(server);
   let seq = 0;
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind, env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
-    c = new Client(server);
-  });
-  afterAll(() => server.close());
 
   /** A person signed in through the dev form, calling the JSON API with their session cookie. */
   class Person {

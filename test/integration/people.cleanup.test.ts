@@ -1,29 +1,15 @@
 // Agents and hosts that wait for approval too long, and approvals that lapsed, are removed by a
 // periodic job that every instance runs: two instances on one Redis, cleaning at
 // the same moment, remove each item exactly once, and nothing that was decided.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { removeStalePending } from '../../src/services/cleanup.ts';
 import { Client } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
-import { uniquePrefix } from '../support/redis.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { twoInstancesForBlock } from '../support/server.ts';
 
 const MAX_AGE_SECONDS = 3600;
-let one: TestServer;
-let two: TestServer;
-let c: Client;
-
-beforeAll(async () => {
-  const redisPrefix = uniquePrefix('cleanup');
-  const env = { PENDING_MAX_AGE_SECONDS: String(MAX_AGE_SECONDS) };
-  one = await startTestServer({ store: 'redis', redisPrefix, env });
-  two = await startTestServer({ store: 'redis', redisPrefix, env });
-  c = new Client(one);
-});
-afterAll(async () => {
-  await one.close();
-  await two.close();
-});
+const [one, two] = twoInstancesForBlock('cleanup', { env: { PENDING_MAX_AGE_SECONDS: String(MAX_AGE_SECONDS) } });
+const c = new Client(one);
 
 describe('the clean-up of what waited too long', () => {
   it('two instances cleaning at once remove each stale pending agent and host exactly once, and keep what was decided', async () => {

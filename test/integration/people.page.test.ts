@@ -4,36 +4,30 @@
 // guarantee it protects or the attack it stops; both stores. Passkeys need the issuer on a host
 // name, so the server is reached as http://localhost:<port>. Freshness windows move on the server's
 // ManualClock, never by waiting. The same page in Chromium: browser.people.test.ts.
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
-import { addPasskeyOnPage, decideOnPage, PeopleApi, visibleText } from '../support/consent.ts';
+import { addPasskeyOnPage, decideOnPage, devSignedIn, visibleText } from '../support/consent.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, testServerForBlock } from '../support/server.ts';
 import { dataBlock, SoftwarePasskey } from '../support/software-passkey.ts';
 
 const FRESH_SECONDS = 300;
 
 forEachStore('the account page', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
+  const server = testServerForBlock({ store: storeKind, issuerHost: 'localhost', env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
+  const c = new Client(server);
   let origin: string;
   let seq = 0;
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind, issuerHost: 'localhost', env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
-    c = new Client(server);
+  beforeAll(() => {
     origin = server.baseUrl;
   });
-  afterAll(() => server.close());
 
   /** A person signed in through the dev sign-in, on their account page. */
   async function person(prefix: string) {
-    const name = `${prefix}-${storeKind}-${++seq}`;
-    const browser = new PersonBrowser(server.baseUrl);
-    const landed = await browser.signIn(name, '/account');
+    const { landed, ...signedIn } = await devSignedIn(server.baseUrl, `${prefix}-${storeKind}-${++seq}`, '/account');
     expect(landed.status, landed.text.slice(0, 1500)).toBe(200);
-    return { name, personId: `dev|${name}`, browser, api: new PeopleApi(browser, server.baseUrl) };
+    return signedIn;
   }
   type Person = Awaited<ReturnType<typeof person>>;
 

@@ -4,31 +4,15 @@
 // round-robin across agents, and a warm standby takes a terminated worker's place. Real worker
 // threads, real plugin files in a temporary directory; no assertion on elapsed time.
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.ts';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import type { OperatorOutcome } from '../../src/operators/outcome.ts';
 import type { PluginCall } from '../../src/operators/plugin-calls.ts';
-import { loadPlugins } from '../../src/operators/plugin-loader.ts';
-import { OperatorRegistry } from '../../src/operators/registry.ts';
-import { PluginSandbox, SandboxUnavailableError, type SandboxOptions } from '../../src/operators/sandbox.ts';
+import { SandboxUnavailableError, type PluginSandbox, type SandboxOptions } from '../../src/operators/sandbox.ts';
+import { pluginSandboxes } from '../support/plugins.ts';
 
-let dir: string;
-let sandbox: PluginSandbox | undefined;
-let logLines: Array<Record<string, unknown>>;
-
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'agentgate-isolation-'));
-  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
-  logLines = [];
-});
-afterEach(async () => {
-  await sandbox?.close();
-  sandbox = undefined;
-  await rm(dir, { recursive: true, force: true });
-});
+const sandboxes = pluginSandboxes('agentgate-isolation-');
 
 /**
  * `busy`: notes every call it starts and ends in calls.log (so a test sees which calls reached a
@@ -76,20 +60,16 @@ let nowMs = 1_000_000;
 const TRIP_MS = 60_000;
 
 async function start(options: Partial<SandboxOptions> = {}): Promise<PluginSandbox> {
-  await writeFile(join(dir, 'busy.mjs'), BUSY(join(dir, 'calls.log'), join(dir, 'hold')));
-  await writeFile(join(dir, 'sleepy.mjs'), SLEEPY(join(dir, 'stall-once')));
-  const registry = new OperatorRegistry(await loadPlugins(dir));
-  const logger = createLogger('debug', (line) => logLines.push(JSON.parse(line) as Record<string, unknown>));
+  const { dir } = sandboxes;
+  const files = { 'busy.mjs': BUSY(join(dir, 'calls.log'), join(dir, 'hold')), 'sleepy.mjs': SLEEPY(join(dir, 'stall-once')) };
   nowMs = 1_000_000;
-  sandbox = new PluginSandbox({ budgetMs: 300, workers: 1, queueMax: 200, tripMs: TRIP_MS, nowMs: () => nowMs, logger, ...options });
-  await sandbox.setModules(registry.pluginModules());
-  return sandbox;
+  return sandboxes.start(files, { budgetMs: 300, workers: 1, queueMax: 200, tripMs: TRIP_MS, nowMs: () => nowMs, ...options });
 }
 
 /** A call of `busy` for `ms` milliseconds, needed by the given grants. */
 const busy = (ms: number, actual: string, ...grantIds: string[]): PluginCall => ({ name: 'busy', operand: ms, actual, grantIds });
 /** What reached a worker, in order: "start x", "end x". */
-const callsLog = (): string[] => (existsSync(join(dir, 'calls.log')) ? readFileSync(join(dir, 'calls.log'), 'utf8').split('\n').filter(Boolean) : []);
+const callsLog = (): string[] => (existsSync(join(sandboxes.dir, 'calls.log')) ? readFileSync(join(sandboxes.dir, 'calls.log'), 'utf8').split('\n').filter(Boolean) : []);
 const kinds = (outcomes: OperatorOutcome[]) => outcomes.map((o) => o.kind);
 /** How long the busy fixture spins for a call meant to overrun the 300 ms budget: far past it. */
 const OVERRUN_MS = 20_000;
@@ -102,7 +82,7 @@ describe('an overrun trips the grants whose calls overran', () => {
     // The same grant again, even with a call that would be quick: tripped, and no worker saw it.
     expect(await s.evaluate([busy(0, 'quick', 'grt_attacker')], 'agt_attacker')).toEqual([{ kind: 'tripped' }]);
     expect(callsLog()).toEqual(['start slow']);
-    expect(logLines.some((l) => l.msg === 'plugin calls overran their budget; the worker was replaced and their grants are tripped' && l.agentId === 'agt_attacker')).toBe(true);
+    expect(sandboxes.logLines.some((l) => l.msg === 'plugin calls overran their budget; the worker was replaced and their grants are tripped' && l.agentId === 'agt_attacker')).toBe(true);
     // Another grant of the same agent is not tripped; a call another grant also needs still runs for it.
     expect(kinds(await s.evaluate([busy(0, 'other-grant', 'grt_other')], 'agt_attacker'))).toEqual(['allowed']);
     expect(kinds(await s.evaluate([busy(0, 'shared', 'grt_attacker', 'grt_other'), busy(0, 'own', 'grt_attacker')], 'agt_attacker'))).toEqual(['allowed', 'tripped']);
@@ -120,7 +100,7 @@ describe('an overrun trips the grants whose calls overran', () => {
     const s = await start();
     const sleepy = (ms: number, actual: string): PluginCall => ({ name: 'sleepy', operand: ms, actual, grantIds: ['grt_blocked'] });
     expect(kinds(await s.evaluate([sleepy(OVERRUN_MS, 'blocked')], 'agt_blocked'))).toEqual(['timeout']);
-    const notComputing = logLines.filter((l) => String(l.msg).startsWith('plugin calls overran their budget while their worker was not computing'));
+    const notComputing = sandboxes.logLines.filter((l) => String(l.msg).startsWith('plugin calls overran their budget while their worker was not computing'));
     expect(notComputing.map((l) => [l.agentId, l.retried])).toEqual([['agt_blocked', false]]);
     // The grant was not tripped: its next call runs.
     expect(kinds(await s.evaluate([sleepy(0, 'next')], 'agt_blocked'))).toEqual(['allowed']);
@@ -128,9 +108,9 @@ describe('an overrun trips the grants whose calls overran', () => {
 
   it("a cheap call whose worker stalled without computing is run again on another worker and answered (another agent's bad luck is not a violation)", async () => {
     const s = await start();
-    await writeFile(join(dir, 'stall-once'), '');
+    await writeFile(join(sandboxes.dir, 'stall-once'), '');
     expect(await s.evaluate([{ name: 'sleepy', operand: OVERRUN_MS, actual: 'once', grantIds: ['grt_unlucky'] }], 'agt_unlucky')).toEqual([{ kind: 'allowed' }]);
-    expect(existsSync(join(dir, 'stall-once'))).toBe(false);
+    expect(existsSync(join(sandboxes.dir, 'stall-once'))).toBe(false);
   });
 
   it('a trip expires after PLUGIN_TRIP_SECONDS, and a repeat overrun right after trips for twice as long', async () => {
@@ -152,10 +132,10 @@ describe("a killed worker does not stall other agents' calls", () => {
   it('with one worker, another agent is served by the standby while the replacement is still starting', async () => {
     const s = await start({ workers: 1 });
     // From here on, a worker that starts never becomes ready: only workers started before can answer.
-    await writeFile(join(dir, 'hold'), '');
+    await writeFile(join(sandboxes.dir, 'hold'), '');
     expect(kinds(await s.evaluate([busy(OVERRUN_MS, 'slow', 'grt_attacker')], 'agt_attacker'))).toEqual(['timeout']);
     expect(kinds(await s.evaluate([busy(0, 'victim', 'grt_victim')], 'agt_victim'))).toEqual(['allowed']);
-    await rm(join(dir, 'hold'));
+    await rm(join(sandboxes.dir, 'hold'));
   });
 
   it("with two workers, an agent's overrunning batch leaves the other worker to everyone else", async () => {

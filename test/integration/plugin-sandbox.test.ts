@@ -1,43 +1,24 @@
 // The plugin sandbox (SECURITY.md): plugin operators run in worker threads with a
 // budget they cannot exceed, and no answer but `true` allows, whatever shape the answer has.
 // Real worker threads, real plugin files in a temporary directory.
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLogger, LogThrottle } from '../../src/logger.ts';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LogThrottle } from '../../src/logger.ts';
 import { loadPlugins } from '../../src/operators/plugin-loader.ts';
-import { OperatorRegistry } from '../../src/operators/registry.ts';
-import { PluginSandbox, SandboxUnavailableError } from '../../src/operators/sandbox.ts';
+import { SandboxUnavailableError } from '../../src/operators/sandbox.ts';
+import { pluginSandboxes } from '../support/plugins.ts';
 
-let dir: string;
-let sandbox: PluginSandbox | undefined;
-let logLines: Array<Record<string, unknown>>;
-
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'agentgate-sandbox-'));
-  await symlink(resolve('node_modules'), join(dir, 'node_modules'));
-  logLines = [];
-});
-afterEach(async () => {
-  await sandbox?.close();
-  sandbox = undefined;
-  await rm(dir, { recursive: true, force: true });
-});
+const sandboxes = pluginSandboxes('agentgate-sandbox-');
 
 const plugin = (name: string, evaluate: string, prelude = '') =>
   `import { z } from 'zod';\n${prelude}\nexport const name = ${JSON.stringify(name)};\nexport const description = 'test';\nexport const operand = z.unknown();\nexport ${evaluate}\n`;
 
-async function start(files: Record<string, string>, options: { budgetMs?: number; queueMax?: number; queueWaitMaxMs?: number } = {}) {
-  for (const [file, text] of Object.entries(files)) await writeFile(join(dir, file), text);
-  const registry = new OperatorRegistry(await loadPlugins(dir));
-  const logger = createLogger('debug', (line) => logLines.push(JSON.parse(line) as Record<string, unknown>));
-  sandbox = new PluginSandbox({
-    budgetMs: options.budgetMs ?? 200, workers: 1, queueMax: options.queueMax ?? 100, tripMs: 60_000, logger,
+function start(files: Record<string, string>, options: { budgetMs?: number; queueMax?: number; queueWaitMaxMs?: number } = {}) {
+  return sandboxes.start(files, {
+    budgetMs: options.budgetMs ?? 200, workers: 1, queueMax: options.queueMax ?? 100, tripMs: 60_000,
     ...(options.queueWaitMaxMs ? { queueWaitMaxMs: options.queueWaitMaxMs } : {}),
   });
-  await sandbox.setModules(registry.pluginModules());
-  return sandbox;
 }
 
 // Calls of no grant: nothing here is tripped (test/integration/plugin-isolation.test.ts covers trips).
@@ -60,7 +41,7 @@ describe('a plugin that never returns cannot hold the server', () => {
     expect(outcomes).toEqual([{ kind: 'timeout', budgetMs: 200 }]);
     expect(timerFiredBeforeAnswer).toBe(true);
     expect(await s.evaluate([call('spin', 'fine')], AGENT)).toEqual([{ kind: 'allowed' }]);
-    expect(logLines.some((l) => l.msg === 'plugin operator failed; the argument counts as a violation' && l.operator === 'spin')).toBe(true);
+    expect(sandboxes.logLines.some((l) => l.msg === 'plugin operator failed; the argument counts as a violation' && l.operator === 'spin')).toBe(true);
   });
 
   it('decisions queued behind a stuck one are answered once it is stopped', async () => {
@@ -112,7 +93,7 @@ describe('anything but true is a violation, and nothing a plugin answers can end
     ]);
     // Give the rejections time to surface: none may go unhandled (the worker would report it).
     await new Promise((r) => setTimeout(r, 100));
-    expect(logLines.filter((l) => String(l.msg).includes('unhandled'))).toEqual([]);
+    expect(sandboxes.logLines.filter((l) => String(l.msg).includes('unhandled'))).toEqual([]);
     expect(await s.evaluate([call('shapes', 'ok')], AGENT)).toEqual([{ kind: 'allowed' }]);
   });
 
@@ -121,7 +102,7 @@ describe('anything but true is a violation, and nothing a plugin answers can end
       'crash.mjs': plugin('crash', 'function evaluate(operand, actual) { if (actual === "crash") setTimeout(() => { throw new Error("late crash"); }, 0); if (actual === "crash") for (let i = 0; i < 1e7; i++); return true; }'),
     });
     await s.evaluate([call('crash', 'crash')], AGENT);
-    await expect.poll(() => logLines.some((l) => l.msg === 'plugin worker stopped; starting another'), { timeout: 5000 }).toBe(true);
+    await expect.poll(() => sandboxes.logLines.some((l) => l.msg === 'plugin worker stopped; starting another'), { timeout: 5000 }).toBe(true);
     await expect.poll(async () => (await s.evaluate([call('crash', 'fine')], AGENT))[0]?.kind, { timeout: 5000 }).toBe('allowed');
   });
 
@@ -130,7 +111,7 @@ describe('anything but true is a violation, and nothing a plugin answers can end
       'stray.mjs': plugin('stray', 'function evaluate() { Promise.reject(new Error("forgotten")); return true; }'),
     });
     expect(await s.evaluate([call('stray')], AGENT)).toEqual([{ kind: 'allowed' }]);
-    await expect.poll(() => logLines.some((l) => String(l.msg).includes('left a promise rejection unhandled')), { timeout: 5000 }).toBe(true);
+    await expect.poll(() => sandboxes.logLines.some((l) => String(l.msg).includes('left a promise rejection unhandled')), { timeout: 5000 }).toBe(true);
     expect(await s.evaluate([call('stray')], AGENT)).toEqual([{ kind: 'allowed' }]);
   });
 
@@ -144,11 +125,11 @@ describe('anything but true is a violation, and nothing a plugin answers can end
 
 describe('loading', () => {
   it('async and generator evaluate functions are refused at load, naming the file', async () => {
-    await writeFile(join(dir, 'async.mjs'), plugin('async_op', 'async function evaluate() { return true; }'));
-    await expect(loadPlugins(dir)).rejects.toThrow(/async\.mjs: .*must be a plain synchronous function/);
-    await rm(join(dir, 'async.mjs'));
-    await writeFile(join(dir, 'gen.mjs'), plugin('gen_op', 'function* evaluate() { yield true; }'));
-    await expect(loadPlugins(dir)).rejects.toThrow(/gen\.mjs: .*must be a plain synchronous function/);
+    await writeFile(join(sandboxes.dir, 'async.mjs'), plugin('async_op', 'async function evaluate() { return true; }'));
+    await expect(loadPlugins(sandboxes.dir)).rejects.toThrow(/async\.mjs: .*must be a plain synchronous function/);
+    await rm(join(sandboxes.dir, 'async.mjs'));
+    await writeFile(join(sandboxes.dir, 'gen.mjs'), plugin('gen_op', 'function* evaluate() { yield true; }'));
+    await expect(loadPlugins(sandboxes.dir)).rejects.toThrow(/gen\.mjs: .*must be a plain synchronous function/);
   });
 
   it('a plugin set the worker cannot load is refused and the previous set keeps serving', async () => {

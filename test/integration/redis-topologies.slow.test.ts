@@ -7,19 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { startThrowawayCluster } from '../support/redis-cluster.ts';
 import { startThrowawaySentinel } from '../support/redis-sentinel.ts';
 import { queryRedis, uniquePrefix } from '../support/redis.ts';
-
-/** Settles promise within ms or fails naming what did not happen, so a client stuck retrying fails the test plainly. */
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+import { within } from '../support/within.ts';
 
 describe('a Redis Cluster of three masters with a replica each', () => {
   it('serves a Cluster client, and serves a lost master’s keys again once its replica is promoted', async () => {

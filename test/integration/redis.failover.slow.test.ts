@@ -135,14 +135,20 @@ async function slotOwners(cluster: ThrowawayCluster): Promise<(key: string) => n
 }
 
 /**
- * Closes a test server whose cluster lost a node. Its last step deletes the test's keys on every
- * master its client knows, and a killed master refuses that; the cluster is thrown away whole right
- * after, so nothing is left behind. Any other failure to close is the test's.
+ * Closes a test server whose cluster lost a node, then throws the cluster away, however closing
+ * went: no redis-server outlives the test (a test worker may end without running exit hooks). The
+ * server's last step deletes the test's keys on every master its client knows, and a killed master
+ * refuses that; the cluster goes whole right after, so nothing is left behind. Any other failure to
+ * close is the test's.
  */
-async function closeAfterLoss(server: TestServer | undefined): Promise<void> {
-  await server?.close().catch((error: unknown) => {
-    if (!isRedisUnavailable(error)) throw error;
-  });
+async function closeAfterLoss(server: TestServer | undefined, cluster: ThrowawayCluster | undefined): Promise<void> {
+  try {
+    await server?.close().catch((error: unknown) => {
+      if (!isRedisUnavailable(error)) throw error;
+    });
+  } finally {
+    await cluster?.stop();
+  }
 }
 
 /** Where an agent's own records and its host's records live. */
@@ -325,12 +331,7 @@ describe('a master of a Redis Cluster with replicas dies and its replica is prom
   }, SCENARIO_TIMEOUT_MS);
 
   afterAll(async () => {
-    try {
-      await closeAfterLoss(server);
-    } finally {
-      // However closing went, no redis-server outlives the test (a test worker may end without running exit hooks).
-      await cluster?.stop();
-    }
+    await closeAfterLoss(server, cluster);
     const report = {
       confirmedRevocationMs: run.confirmedRevocations.map((a) => Math.round(a.endMs - a.startMs)),
       unconfirmedRevocationMs: run.unconfirmedRevocations.map((a) => Math.round(a.endMs - a.startMs)),
@@ -506,12 +507,7 @@ describe('one master of a Redis Cluster is lost and nothing replaces it', () => 
   }, SCENARIO_TIMEOUT_MS);
 
   afterAll(async () => {
-    try {
-      await closeAfterLoss(server);
-    } finally {
-      // However closing went, no redis-server outlives the test (a test worker may end without running exit hooks).
-      await cluster?.stop();
-    }
+    await closeAfterLoss(server, cluster);
   });
 
   it('an agent whose keys and whose host’s keys live on healthy masters keeps executing; an agent on the lost master gets 503', async () => {

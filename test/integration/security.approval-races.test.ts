@@ -12,8 +12,7 @@ import {
 import { Client, http, type HttpResult, type TestAgent } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import type { PersonBrowser } from '../support/person-browser.ts';
-import { uniquePrefix } from '../support/redis.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { startTestServer, twoInstancesForBlock, type TestServer } from '../support/server.ts';
 import { SoftwarePasskey } from '../support/software-passkey.ts';
 
 const PAGE_ENV = {
@@ -330,22 +329,9 @@ describe('passkey ceremonies racing (Redis)', () => {
 
 describe('the clean-up on two instances (Redis)', () => {
   const MAX_AGE_SECONDS = 60;
-  let one: TestServer;
-  let two: TestServer;
-  let c: Client;
+  const [one, two] = twoInstancesForBlock('cleanup-race', { env: { ...PAGE_ENV, PENDING_MAX_AGE_SECONDS: String(MAX_AGE_SECONDS), APPROVAL_EXPIRES_IN_SECONDS: '600' } });
+  const c = new Client(one);
   let person = 0;
-
-  beforeAll(async () => {
-    const redisPrefix = uniquePrefix('cleanup-race');
-    const env = { ...PAGE_ENV, PENDING_MAX_AGE_SECONDS: String(MAX_AGE_SECONDS), APPROVAL_EXPIRES_IN_SECONDS: '600' };
-    one = await startTestServer({ store: 'redis', redisPrefix, env });
-    two = await startTestServer({ store: 'redis', redisPrefix, env });
-    c = new Client(one);
-  });
-  afterAll(async () => {
-    await one.close();
-    await two.close();
-  });
 
   const advanceBoth = (ms: number) => {
     one.clock.advance(ms);

@@ -10,12 +10,12 @@ import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client, code, http, type TestAgent } from '../support/client.ts';
 import {
-  addPasskeyOnPage, auditEvents, capturingLogger, decideOnPage, PeopleApi, storedPasskeyJson, visibleText, type LoggedLine,
+  addPasskeyOnPage, auditEvents, capturingLogger, decideOnPage, devSignedIn, PeopleApi, storedPasskeyJson, visibleText, type LoggedLine,
 } from '../support/consent.ts';
 import { newEd25519, type TestKey } from '../support/keys.ts';
 import { CookieJar, signInHeadless, startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
-import { forEachStore, startTestServer, type TestServer } from '../support/server.ts';
+import { forEachStore, startTestServer, testServerForBlock, type TestServer } from '../support/server.ts';
 import { dataBlock, SoftwarePasskey } from '../support/software-passkey.ts';
 
 /** Long enough that moving the clock past the first passkey's 5-minute window keeps decisions possible. */
@@ -25,27 +25,35 @@ const FIRST_PASSKEY_WINDOW_MS = 5 * 60_000;
 
 const TRANSFER_WITHIN_100 = { name: 'transfer_money', constraints: { amount: { max: 100 } } };
 
+/**
+ * A person signed in as `name` who added a passkey on the page (their first, so no proof of another),
+ * and a host an administrator linked to them with `defaults`: what the presence and look-alike tests
+ * start from.
+ */
+async function personWithLinkedHost(c: Client, name: string, host: { defaults: string[]; hostName: string }) {
+  const { personId, browser, api } = await devSignedIn(c.server.baseUrl, name);
+  const passkey = new SoftwarePasskey();
+  expect((await addPasskeyOnPage(browser, c.server.baseUrl, passkey)).posted!.status).toBe(303);
+  const hostKey = await newEd25519();
+  const created = await c.admin('POST', '/admin/hosts', { public_key: hostKey.publicJwk, default_capabilities: host.defaults, user_id: personId, name: host.hostName });
+  expect(created.status).toBe(201);
+  return { personId, browser, api, passkey, host: hostKey, hostId: created.json.host_id as string };
+}
+
 forEachStore('finding 1: a passkey is never added with the browser session alone', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
+  const { logger, lines } = capturingLogger();
+  const server = testServerForBlock({ store: storeKind, issuerHost: 'localhost', logger, env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
+  const c = new Client(server);
   let origin: string;
   let seq = 0;
-  const { logger, lines } = capturingLogger();
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind, issuerHost: 'localhost', logger, env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
-    c = new Client(server);
+  beforeAll(() => {
     origin = server.baseUrl;
     expect(origin).toMatch(/^http:\/\/localhost:\d+$/);
   });
-  afterAll(() => server.close());
 
   /** A person signed in through the dev sign-in (which counts as credentials entered now). */
   async function signedIn(prefix: string) {
-    const name = `${prefix}-${storeKind}-${++seq}`;
-    const browser = new PersonBrowser(server.baseUrl);
-    await browser.signIn(name);
-    return { name, personId: `dev|${name}`, browser, api: new PeopleApi(browser, server.baseUrl) };
+    return devSignedIn(server.baseUrl, `${prefix}-${storeKind}-${++seq}`);
   }
 
   /** A person holding one passkey, added the legitimate way (their first, right after signing in). */
@@ -384,29 +392,14 @@ describe('finding 1 at the identity provider: the first passkey needs credential
 });
 
 forEachStore('the presence invariant: transfer_money becomes active only through a passkey on the page or a recorded admin decision', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
-  let origin: string;
+  const server = testServerForBlock({ store: storeKind, issuerHost: 'localhost', env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
+  const c = new Client(server);
   let seq = 0;
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind, issuerHost: 'localhost', env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
-    c = new Client(server);
-    origin = server.baseUrl;
-  });
-  afterAll(() => server.close());
 
   /** A signed-in person with a passkey, and a host an administrator linked to them. */
   async function personWithHost(prefix: string, defaults: string[] = ['echo']) {
     const name = `${prefix}-${storeKind}-${++seq}`;
-    const browser = new PersonBrowser(server.baseUrl);
-    await browser.signIn(name);
-    const passkey = new SoftwarePasskey();
-    expect((await addPasskeyOnPage(browser, origin, passkey)).posted!.status).toBe(303);
-    const host = await newEd25519();
-    const created = await c.admin('POST', '/admin/hosts', { public_key: host.publicJwk, default_capabilities: defaults, user_id: `dev|${name}`, name: `${name}'s laptop` });
-    expect(created.status).toBe(201);
-    return { personId: `dev|${name}`, browser, api: new PeopleApi(browser, server.baseUrl), passkey, host, hostId: created.json.host_id as string };
+    return personWithLinkedHost(c, name, { defaults, hostName: `${name}'s laptop` });
   }
 
   const grantsOf = async (agentId: string) => Object.fromEntries((await server.store.getAgent(agentId))!.grants.map((g) => [g.capability, g.status]));
@@ -434,7 +427,7 @@ forEachStore('the presence invariant: transfer_money becomes active only through
     // The person's passkey answers the challenge the page issued for B; that answer is sent to decide A.
     const pageB = await person.browser.request('GET', `/device?user_code=${codeB}`);
     const optionsB = dataBlock(pageB.text, 'presence-options');
-    const moved = await decideOnPage(person.browser, codeA, a.agent!.id, { capabilities: ['transfer_money'], passkey: person.passkey, origin, presenceOptions: optionsB });
+    const moved = await decideOnPage(person.browser, codeA, a.agent!.id, { capabilities: ['transfer_money'], passkey: person.passkey, origin: server.baseUrl, presenceOptions: optionsB });
     expect(moved.decided.status).toBe(403);
     expect(visibleText(moved.decided.text)).toContain('Your passkey could not be verified');
     expect(await grantsOf(a.agent!.id)).toEqual({ transfer_money: 'pending' });
@@ -444,7 +437,7 @@ forEachStore('the presence invariant: transfer_money becomes active only through
     // passkey answers it, and the answer is posted to decide B. The challenge matches what the
     // session holds; only its binding to approval A stops it.
     const pageA = await person.browser.request('GET', `/device?user_code=${codeA}`);
-    const answeredForA = person.passkey.assert(dataBlock(pageA.text, 'presence-options')!, origin);
+    const answeredForA = person.passkey.assert(dataBlock(pageA.text, 'presence-options')!, server.baseUrl);
     const toB = await person.browser.request('POST', '/device/decision', {
       csrf: person.browser.csrfOf(pageA.text, '/device/decision'), agent_id: b.agent!.id, approval_id: (await server.store.getAgent(b.agent!.id))!.agent.approval!.id,
       user_code: codeB, verdict: 'approve', capabilities: ['transfer_money'], webauthn_response: JSON.stringify(answeredForA),
@@ -453,7 +446,7 @@ forEachStore('the presence invariant: transfer_money becomes active only through
     expect(visibleText(toB.text)).toContain('This passkey request is out of date');
     expect(await grantsOf(b.agent!.id)).toEqual({ transfer_money: 'pending' });
 
-    const bound = await decideOnPage(person.browser, codeA, a.agent!.id, { capabilities: ['transfer_money'], passkey: person.passkey, origin });
+    const bound = await decideOnPage(person.browser, codeA, a.agent!.id, { capabilities: ['transfer_money'], passkey: person.passkey, origin: server.baseUrl });
     expect(bound.decided.status).toBe(200);
     expect(await grantsOf(a.agent!.id)).toEqual({ transfer_money: 'active' });
     expect((await c.execute(a.agent!, 'transfer_money', { amount: 1 })).status).toBe(200);
@@ -585,30 +578,14 @@ function catalogWithLookAlikeArgument(): unknown[] {
 }
 
 forEachStore('finding 2: what the page shows is what execute enforces', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
-  let origin: string;
+  const server = testServerForBlock({
+    store: storeKind, issuerHost: 'localhost', capabilities: catalogWithLookAlikeArgument(), env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) },
+  });
+  const c = new Client(server);
   let seq = 0;
 
-  beforeAll(async () => {
-    server = await startTestServer({
-      store: storeKind, issuerHost: 'localhost', capabilities: catalogWithLookAlikeArgument(), env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) },
-    });
-    c = new Client(server);
-    origin = server.baseUrl;
-  });
-  afterAll(() => server.close());
-
   async function personWithHost(prefix: string, hostName = 'laptop') {
-    const name = `${prefix}-${storeKind}-${++seq}`;
-    const browser = new PersonBrowser(server.baseUrl);
-    await browser.signIn(name);
-    const passkey = new SoftwarePasskey();
-    expect((await addPasskeyOnPage(browser, origin, passkey)).posted!.status).toBe(303);
-    const host = await newEd25519();
-    const created = await c.admin('POST', '/admin/hosts', { public_key: host.publicJwk, default_capabilities: ['echo'], user_id: `dev|${name}`, name: hostName });
-    expect(created.status).toBe(201);
-    return { personId: `dev|${name}`, browser, api: new PeopleApi(browser, server.baseUrl), passkey, host };
+    return personWithLinkedHost(c, `${prefix}-${storeKind}-${++seq}`, { defaults: ['echo'], hostName });
   }
 
   /** The approval page of a pending registration, as the person sees it. */
@@ -644,7 +621,7 @@ forEachStore('finding 2: what the page shows is what execute enforces', (storeKi
     expect(visibleText(text)).toContain('Only within these limits: amount: at most 10');
     expect(text).toContain('<li><code>amount</code>: at most 10</li>');
 
-    const { decided } = await decideOnPage(person.browser, userCode, agent!.id, { capabilities: ['transfer_money'], passkey: person.passkey, origin });
+    const { decided } = await decideOnPage(person.browser, userCode, agent!.id, { capabilities: ['transfer_money'], passkey: person.passkey, origin: server.baseUrl });
     expect(decided.status).toBe(200);
 
     // The audit's execute: the constrained name within the limit is not what it sent.
@@ -723,15 +700,9 @@ forEachStore('finding 2: what the page shows is what execute enforces', (storeKi
 });
 
 forEachStore('finding 3: unlinking withdraws trust, and nothing becomes active without a new approval', (storeKind) => {
-  let server: TestServer;
-  let c: Client;
+  const server = testServerForBlock({ store: storeKind, env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
+  const c = new Client(server);
   let seq = 0;
-
-  beforeAll(async () => {
-    server = await startTestServer({ store: storeKind, env: { INSECURE_DEV_SIGN_IN: 'true', SIGN_IN_FRESH_SECONDS: String(FRESH_SECONDS) } });
-    c = new Client(server);
-  });
-  afterAll(() => server.close());
 
   interface LinkedWorld {
     personId: string;

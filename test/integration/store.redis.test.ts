@@ -49,6 +49,14 @@ function rawClient(url: string): Redis {
   return client;
 }
 
+/** A store on the suite's Redis under a key prefix of its own (`<name>` made unique), whose keys are deleted after the test. */
+async function storeOnOwnPrefix(name: string): Promise<{ url: string; keyPrefix: string; store: RedisStore }> {
+  const url = await redisUrlForTests();
+  const keyPrefix = uniquePrefix(name);
+  opened.push({ close: () => deletePrefix(url, keyPrefix).then(() => undefined) });
+  return { url, keyPrefix, store: await storeOn(url, keyPrefix) };
+}
+
 /** Resolves with how long the promise took to settle, and whether it rejected. */
 async function settle(promise: Promise<unknown>): Promise<{ elapsedMs: number; rejected: boolean; error?: Error }> {
   const started = Date.now();
@@ -222,10 +230,7 @@ describe('redis store: key layout (DESIGN §3)', () => {
   });
 
   it('writes the documented keys, and the session key expires at the deadline in Redis too', async () => {
-    const url = await redisUrlForTests();
-    const keyPrefix = uniquePrefix('layout');
-    opened.push({ close: () => deletePrefix(url, keyPrefix).then(() => undefined) });
-    const store = await storeOn(url, keyPrefix);
+    const { url, keyPrefix, store } = await storeOnOwnPrefix('layout');
     const host = { id: 'hst_1', thumbprint: 'thp_1', publicJwk: { kty: 'OKP' }, status: 'active' as const, defaultCapabilities: [], createdAtMs: 1, updatedAtMs: 1 };
     await store.createHost(host);
     const snapshot = agentSnapshot('hst_1');
@@ -259,25 +264,23 @@ describe('redis store: a malformed stored record throws instead of being served'
     ['an unknown status', 'status', 'superuser'],
     ['a JSON field that is not JSON', 'publicJwk', '{not json'],
   ];
-  it.each(cases)('%s', async (_label, field, value) => {
-    const url = await redisUrlForTests();
-    const keyPrefix = uniquePrefix('malformed');
-    opened.push({ close: () => deletePrefix(url, keyPrefix).then(() => undefined) });
-    const store = await storeOn(url, keyPrefix);
+  /** A store holding one agent, the agent as written, and where its records are, for a raw client to spoil them. */
+  async function storeWithOneAgent() {
+    const { url, keyPrefix, store } = await storeOnOwnPrefix('malformed');
     const snapshot = agentSnapshot('hst_1');
     await store.createAgent(snapshot);
-    await rawClient(url).hset(keyLayout(keyPrefix).agent(snapshot.agent.id), field, value);
+    return { store, snapshot, raw: rawClient(url), keys: keyLayout(keyPrefix) };
+  }
+
+  it.each(cases)('%s', async (_label, field, value) => {
+    const { store, snapshot, raw, keys } = await storeWithOneAgent();
+    await raw.hset(keys.agent(snapshot.agent.id), field, value);
     await expect(store.getAgent(snapshot.agent.id)).rejects.toThrow(/malformed.*field "/);
   });
 
   it('a grant that is not valid JSON', async () => {
-    const url = await redisUrlForTests();
-    const keyPrefix = uniquePrefix('malformed');
-    opened.push({ close: () => deletePrefix(url, keyPrefix).then(() => undefined) });
-    const store = await storeOn(url, keyPrefix);
-    const snapshot = agentSnapshot('hst_1');
-    await store.createAgent(snapshot);
-    await rawClient(url).hset(keyLayout(keyPrefix).grants(snapshot.agent.id), snapshot.grants[0]!.id, '{"id":"g","status":"maybe"}');
+    const { store, snapshot, raw, keys } = await storeWithOneAgent();
+    await raw.hset(keys.grants(snapshot.agent.id), snapshot.grants[0]!.id, '{"id":"g","status":"maybe"}');
     await expect(store.getAgent(snapshot.agent.id)).rejects.toThrow(/malformed/);
   });
 });
@@ -286,10 +289,7 @@ describe('redis store: an audit append Redis refuses says so per event, never th
   const record = (n: number) => ({ at: '2026-11-24T00:00:00.000Z', type: 'test.event', actor: 'system' as const, n });
 
   it('one event (XADD) and several (one script call) answer false for each when the stream key holds another type', async () => {
-    const url = await redisUrlForTests();
-    const keyPrefix = uniquePrefix('audit-refused');
-    opened.push({ close: () => deletePrefix(url, keyPrefix).then(() => undefined) });
-    const store = await storeOn(url, keyPrefix);
+    const { url, keyPrefix, store } = await storeOnOwnPrefix('audit-refused');
     await rawClient(url).set(keyLayout(keyPrefix).auditStream, 'not a stream');
     expect(await store.appendAuditEvents([record(1)], 100)).toEqual([false]);
     expect(await store.appendAuditEvents([record(1), record(2), record(3)], 100)).toEqual([false, false, false]);

@@ -1,6 +1,7 @@
 // A real browser for tests of the pages a person sees (the approval page first): Debian's Chromium
 // driven by playwright-core, a page wrapper that collects console errors and numbers screenshots, a
-// check that a page runs no inline script (the pages are served under `script-src 'self'`), and a
+// check that a page runs no inline script (the pages are served under `script-src 'self'`), a person
+// at a browser for a whole describe block with the checks each of their steps must pass, and a
 // virtual passkey authenticator through the DevTools protocol. Facts behind the choices are in
 // docs/research/approvals.md §1 and §2.
 //
@@ -13,7 +14,8 @@ import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type CDPSession, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type CDPSession, type Page, type Response } from 'playwright-core';
+import { afterAll, beforeAll, expect } from 'vitest';
 
 export const CHROMIUM_PATH = '/usr/bin/chromium';
 
@@ -122,6 +124,70 @@ export async function newPage(browser: Browser, options: NewPageOptions): Promis
   }
 
   return { page, context, consoleErrors, screenshot };
+}
+
+/** A person at a browser, whose page records the responses its main frame navigates to. */
+export interface NavigatingPerson extends TestPage {
+  /** Every main-frame navigation response (redirects included), in order; a step empties it as it begins. */
+  readonly navigations: Response[];
+}
+
+/**
+ * A person at headless Chromium for the tests of the enclosing describe block (or file): the browser
+ * launched and one page opened (in a context of its own) in beforeAll, the page's main-frame
+ * navigation responses recorded; the context and the browser closed in afterAll. Read it in the
+ * tests (or a later beforeAll), once it has started.
+ */
+export function personAtBrowserForBlock(options: NewPageOptions): NavigatingPerson {
+  let browser: Browser | undefined;
+  let person: TestPage | undefined;
+  const navigations: Response[] = [];
+  beforeAll(async () => {
+    browser = await launchBrowser();
+    const opened = await newPage(browser, options);
+    opened.page.on('response', (response) => {
+      if (response.request().isNavigationRequest() && response.frame() === opened.page.mainFrame()) navigations.push(response);
+    });
+    person = opened;
+  });
+  afterAll(async () => {
+    await person?.context.close();
+    await browser?.close();
+  });
+  const current = (): TestPage => {
+    if (!person) throw new Error("the person's browser runs only between its beforeAll and afterAll");
+    return person;
+  };
+  return {
+    get page() {
+      return current().page;
+    },
+    get context() {
+      return current().context;
+    },
+    get consoleErrors() {
+      return current().consoleErrors;
+    },
+    screenshot: (name) => current().screenshot(name),
+    navigations,
+  };
+}
+
+/**
+ * What every page a person reaches must satisfy, checked once a step has landed: each of `ours`
+ * (agentgate's responses on the way, redirects included) carried the Content-Security-Policy, the
+ * page runs no inline script, and nothing was logged as a console error. Takes the step's screenshot.
+ */
+export async function expectSoundStep(person: TestPage, name: string, ours: Response[]): Promise<void> {
+  // Every step passes through agentgate, so an empty list would mean the check saw nothing.
+  expect(ours.length, `agentgate responses during ${name}`).toBeGreaterThan(0);
+  for (const response of ours) {
+    const csp = await response.headerValue('content-security-policy');
+    expect(csp, `Content-Security-Policy on ${response.status()} ${response.url()}`).toMatch(/default-src 'none'.*script-src 'self'.*frame-ancestors 'none'/);
+  }
+  await person.screenshot(name);
+  await assertNoInlineScript(person.page);
+  expect(person.consoleErrors, `console errors after ${name}`).toEqual([]);
 }
 
 // Just enough of the DOM's shape for the check below: the project compiles without the DOM library,

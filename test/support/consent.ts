@@ -6,7 +6,7 @@
 import { decodeAttestationObject, parseAuthenticatorData } from '@simplewebauthn/server/helpers';
 import type { Logger } from '../../src/logger.ts';
 import { http, type Client, type HttpResult } from './client.ts';
-import type { PersonBrowser } from './person-browser.ts';
+import { PersonBrowser } from './person-browser.ts';
 import { dataBlock, type SoftwarePasskey } from './software-passkey.ts';
 
 export type PageResponse = Awaited<ReturnType<PersonBrowser['request']>>;
@@ -101,6 +101,17 @@ export async function decideOnPage(
   if (options.passkey && presence) form.webauthn_response = JSON.stringify(options.passkey.assert(presence as never, options.origin!));
   const decided = await person.request('POST', '/device/decision', form);
   return { page, decided };
+}
+
+/**
+ * A person signed in through the development sign-in (INSECURE_DEV_SIGN_IN) as `name`, on the
+ * server at `baseUrl`: their browser, the page the sign-in landed them on (`returnTo`), and the
+ * people's API on their session. A development sign-in makes the person `dev|<name>`.
+ */
+export async function devSignedIn(baseUrl: string, name: string, returnTo = '/device') {
+  const browser = new PersonBrowser(baseUrl);
+  const landed = await browser.signIn(name, returnTo);
+  return { name, personId: `dev|${name}`, browser, landed, api: new PeopleApi(browser, baseUrl) };
 }
 
 /** The people's API with a person's page session: GETs with the cookie, POSTs with the CSRF token too. */

@@ -3,9 +3,10 @@
 // createHttpServer, with its limits and timeouts): real store (memory, or Redis in the topology the
 // test's env names), real compiled policy, real catalog, real plugin sandbox. What differs is only
 // what a test chooses through settings, a manual clock so lifetimes move without sleeping, and
-// catalog definitions a test may give of its own.
+// catalog definitions a test may give of its own. A describe block whose tests share one server (or
+// two instances on one Redis) declares it with testServerForBlock (or twoInstancesForBlock) below.
 import type { AddressInfo } from 'node:net';
-import { describe } from 'vitest';
+import { afterAll, beforeAll, describe } from 'vitest';
 import type { Cluster } from 'ioredis';
 import { assembleService, type Service } from '../../src/app.ts';
 import { buildCatalog, catalogFileSchema, type Catalog } from '../../src/catalog/catalog.ts';
@@ -143,4 +144,47 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       await Promise.all(urls.map((url) => deletePrefix(url, config.REDIS_KEY_PREFIX)));
     },
   };
+}
+
+/**
+ * One test server for the tests of the enclosing describe block (or file): started in the block's
+ * beforeAll and closed in its afterAll, as most files did by hand. The server it answers can be
+ * handed to a Client straight away, before it runs, because each of its properties reads the running
+ * server when asked; asked outside the block's tests, it throws. `options` may be a function, for
+ * what is known only once the block starts (a temporary plugins folder, say).
+ */
+export function testServerForBlock(options: TestServerOptions | (() => TestServerOptions) = {}): TestServer {
+  let running: TestServer | undefined;
+  beforeAll(async () => {
+    running = await startTestServer(typeof options === 'function' ? options() : options);
+  });
+  afterAll(async () => {
+    const stopping = running;
+    running = undefined;
+    await stopping?.close();
+  });
+  const current = (): TestServer => {
+    if (!running) throw new Error("the block's test server runs only between its beforeAll and afterAll");
+    return running;
+  };
+  return {
+    get baseUrl() { return current().baseUrl; },
+    get config() { return current().config; },
+    get clock() { return current().clock; },
+    get app() { return current().app; },
+    get store() { return current().store; },
+    get catalog() { return current().catalog; },
+    get audit() { return current().audit; },
+    close: () => current().close(),
+  };
+}
+
+/**
+ * Two instances of one deployment for the tests of the enclosing describe block: two test servers on
+ * one Redis under one key prefix (`<prefixName>` made unique), each with `options`, so that what one
+ * writes the other reads. Started and closed as testServerForBlock does.
+ */
+export function twoInstancesForBlock(prefixName: string, options: Omit<TestServerOptions, 'store' | 'redisPrefix'> = {}): [TestServer, TestServer] {
+  const redisPrefix = uniquePrefix(prefixName);
+  return [testServerForBlock({ ...options, store: 'redis', redisPrefix }), testServerForBlock({ ...options, store: 'redis', redisPrefix })];
 }

@@ -2,22 +2,32 @@
 // plus one Ed25519 verification per request, bench/floor-server.ts) on loopback, provisions agents
 // with constrained grants, and drives POST /capability/execute with a fresh, pre-signed agent JWT per
 // request at several concurrencies. Reports req/s, p50/p99 latency, errors and the ratios
-// execute/baseline and execute/floor measured in the same run, and what each request cost in CPU in
-// the server, in Redis and in the load generator (from /proc and INFO cpu). Bounded: every run has a
-// fixed duration.
+// execute/baseline and execute/floor measured in the same run, what each request cost in CPU in
+// the server, in Redis and in the load generator (from /proc and INFO cpu), and how many bytes of V8
+// heap each server allocated per request (measured inside the server, bench/heap-allocation-probe.ts).
 //
-// Settings (environment): BENCH_DURATION_SECONDS (10), BENCH_CONNECTIONS (16,64), BENCH_SCENARIOS
-// (allowed,violated,replay), BENCH_RUNTIMES (24; 24,20 also runs the Node 20 build), BENCH_WORKERS
-// (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof, profiles there; read
-// them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND (16000),
-// BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON), BENCH_GATE_ENV (a JSON object
-// of extra environment for agentgate, e.g. '{"METRICS_TOKEN":"..."}' to measure with metrics on).
+// Rounds: at each concurrency the baseline runs once, then the floor and the execute scenarios run
+// one after the other, BENCH_ROUNDS times (round 1: floor, allowed, violated, ...; round 2: floor,
+// allowed, ...). The servers start once and serve every round; each window gets its own freshly
+// signed tokens. Every ratio is taken against the floor of the same round, so a machine that slows
+// down for a minute moves both sides of a ratio, and the summary reports each scenario's median
+// ratio over the rounds with its spread (the lowest and highest round). Bounded: every window has a
+// fixed duration, and the expected wall time is printed before the first one starts.
+//
+// Settings (environment): BENCH_DURATION_SECONDS (10), BENCH_CONNECTIONS (16,64), BENCH_ROUNDS (1),
+// BENCH_SCENARIOS (allowed,violated,replay,batch), BENCH_RUNTIMES (24; 24,20 also runs the Node 20
+// build), BENCH_WORKERS (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof,
+// profiles there; read them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND
+// (16000), BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON), BENCH_GATE_ENV (a
+// JSON object of extra environment for agentgate, e.g. '{"METRICS_TOKEN":"..."}' to measure with
+// metrics on).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createPublicKey, KeyObject, randomBytes } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { hostJwt, newEd25519, type TestKey } from '../test/support/keys.ts';
@@ -25,9 +35,12 @@ import { deletePrefix, redisUrlForTests, uniquePrefix } from '../test/support/re
 import { freePort } from '../test/support/net.ts';
 import { loadSodium } from '../src/auth/ed25519-verify.ts';
 import { presign, type BenchAgent } from './jwt.ts';
+import type { HeapProbeReply, HeapProbeRequest } from './heap-allocation-probe.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
 const CONCURRENCIES = (process.env.BENCH_CONNECTIONS ?? '16,64').split(',').map(Number);
+/** How many times the floor and the execute scenarios run, alternately, at each concurrency. */
+const ROUNDS = parseRounds(process.env.BENCH_ROUNDS);
 const AGENT_COUNT = 32;
 /** Tokens signed per second of a timed window: above any rate this machine reaches, so none repeats. */
 const TOKENS_PER_SECOND = Number(process.env.BENCH_TOKENS_PER_SECOND ?? 16_000);
@@ -35,6 +48,8 @@ const ADMIN_TOKEN = randomBytes(24).toString('hex');
 const CAPABILITY = 'transfer_money';
 /** Which execute scenarios run (all by default): allowed, violated, replay, batch. */
 const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? 'allowed,violated,replay,batch').split(',').map((s) => s.trim()));
+/** The execute scenarios this run drives, in the order each round runs them. */
+const EXECUTE_SCENARIOS = ['allowed', 'violated', 'replay', 'batch'].filter((s) => SCENARIOS.has(s));
 /** Calls per request in the batch scenario. */
 const BATCH_SIZE = 10;
 const BATCH_SCENARIO = `execute: batch of ${BATCH_SIZE} allowed calls (${BATCH_SIZE} executes per request)`;
@@ -46,6 +61,14 @@ const RESULTS_FILE = process.env.BENCH_RESULTS_FILE ?? 'bench/results/latest.jso
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 /** Extra environment for agentgate (BENCH_GATE_ENV, a JSON object of strings); it wins over the bench's own settings. */
 const GATE_ENV = parseGateEnv(process.env.BENCH_GATE_ENV);
+/** The preload that measures a server's heap allocation from inside it, as a URL for `node --import`. */
+const HEAP_PROBE_URL = pathToFileURL(path.resolve(import.meta.dirname, 'heap-allocation-probe.ts')).href;
+
+function parseRounds(text: string | undefined): number {
+  const rounds = Number(text ?? 1);
+  if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`BENCH_ROUNDS must be a whole number of at least 1, not ${text}`);
+  return rounds;
+}
 
 function parseGateEnv(text: string | undefined): Record<string, string> {
   if (text === undefined || text === '') return {};
@@ -62,6 +85,8 @@ const FLOOR_VERIFIER = 'sodium' in loadSodium() ? 'libsodium' : 'node:crypto';
 interface Measured {
   scenario: string;
   connections: number;
+  /** Which round of this concurrency the row belongs to, from 1 (the baseline runs in round 1 only). */
+  round: number;
   requestsPerSecond: number;
   latencyMsP50: number;
   latencyMsP99: number;
@@ -73,6 +98,48 @@ interface Measured {
   cpuPerRequestUs: { server: number; redis: number; generator: number };
   /** Share of the whole machine's CPU time that was busy during the window, in percent. */
   machineBusyPercent: number;
+  /**
+   * Bytes of V8 heap the server's main thread allocated over the window, per completed request,
+   * measured inside the server (bench/heap-allocation-probe.ts); null where the probe cannot run
+   * (agentgate in cluster mode or on the Node 20 build).
+   */
+  allocatedBytesPerRequest: number | null;
+}
+
+/** One round at one concurrency: the rows it ran, in order (round 1 starts with the baseline). */
+interface Round {
+  runtime: string;
+  connections: number;
+  round: number;
+  results: Measured[];
+}
+
+/** A value over the rounds: its median, its lowest and highest round, and each round's value. */
+interface Spread {
+  median: number;
+  min: number;
+  max: number;
+  /** In round order; null for a round where the value is undefined (a floor p99 of 0 ms, say). */
+  perRound: (number | null)[];
+}
+
+/** A scenario over the rounds at one concurrency; every ratio is to the floor of the same round. */
+interface ScenarioSummary {
+  runtime: string;
+  scenario: string;
+  connections: number;
+  rounds: number;
+  requestsPerSecond: Spread;
+  latencyMsP99: Spread;
+  throughputRatioToFloor: Spread;
+  /** The scenario's p99 over the floor's p99 of the same round (higher is worse). */
+  p99RatioToFloor: Spread | null;
+  allocatedBytesPerRequest: Spread | null;
+  /** The scenario's allocated bytes per request over the floor's of the same round (target: ≤ 2). */
+  allocationRatioToFloor: Spread | null;
+  /** Batch scenario only: executes per second (BATCH_SIZE per request), and that over the allowed single execute of the same round. */
+  executesPerSecond?: Spread;
+  executesRatioToSingle?: Spread;
 }
 
 /**
@@ -126,10 +193,21 @@ async function redisCpuSeconds(redis: Redis): Promise<number> {
   return read('used_cpu_user') + read('used_cpu_sys');
 }
 
-/** What the three parts of a run cost in CPU, read before and after a timed window. */
-interface CpuProbe {
+/**
+ * What a timed window is measured with: the CPU of the server's process tree, Redis's CPU, and the
+ * server's heap probe (its IPC channel; undefined when it runs without the probe).
+ */
+interface Probes {
   serverPid: number;
   redis: Redis;
+  heapProbe: ChildProcess | undefined;
+}
+
+/** A server the bench started: its process, its port, and whether it answers heap probe requests. */
+interface StartedServer {
+  child: ChildProcess;
+  port: number;
+  heapProbe: boolean;
 }
 
 /**
@@ -144,9 +222,15 @@ function gateCommand(runtime: string): { node: string; script: string; env: Reco
   throw new Error(`unknown runtime ${runtime} in BENCH_RUNTIMES (use 24 and/or 20)`);
 }
 
-function startProcess(script: string, env: Record<string, string>, node = process.execPath, nodeArgs: string[] = []): Promise<{ child: ChildProcess; port: number }> {
+/**
+ * Starts a server and waits until it says where it listens. With `heapProbe`, the server runs with
+ * bench/heap-allocation-probe.ts preloaded and an IPC channel to this process, which the probe
+ * answers on (only the probe listens there; nothing else in the server knows about the channel).
+ */
+function startProcess(script: string, env: Record<string, string>, node = process.execPath, nodeArgs: string[] = [], heapProbe = false): Promise<StartedServer> {
   return new Promise((resolve, reject) => {
-    const child = spawn(node, [...nodeArgs, script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const args = heapProbe ? ['--import', HEAP_PROBE_URL, ...nodeArgs, script] : [...nodeArgs, script];
+    const child = spawn(node, args, { env: { ...process.env, ...env }, stdio: heapProbe ? ['ignore', 'pipe', 'inherit', 'ipc'] : ['ignore', 'pipe', 'inherit'] });
     // A child that never says where it listens (LOG_LEVEL above info hides agentgate's start-up
     // line, say) is killed, not left serving as an orphan after the benchmark gives up.
     const timer = setTimeout(() => {
@@ -161,7 +245,7 @@ function startProcess(script: string, env: Record<string, string>, node = proces
         const port = listeningPort(line);
         if (port !== undefined) {
           clearTimeout(timer);
-          resolve({ child, port });
+          resolve({ child, port, heapProbe });
         } else if (line && !/"level":"(info|debug)"/.test(line)) {
           // Warnings and errors from the child are passed on; its routine log lines are not.
           process.stderr.write(`${line}\n`);
@@ -183,6 +267,26 @@ function listeningPort(line: string): number | undefined {
     // Not a JSON line.
   }
   return undefined;
+}
+
+/** Sends the server's heap probe a request and waits for its answer (bounded: a probe that does not answer fails the run). */
+function askHeapProbe(child: ChildProcess, request: HeapProbeRequest): Promise<HeapProbeReply> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (message: unknown) => {
+      if (typeof message !== 'object' || message === null || !('heapProbe' in message)) return;
+      clearTimeout(timer);
+      child.off('message', onMessage);
+      const reply = message as HeapProbeReply;
+      if (reply.heapProbe === 'error') reject(new Error(`heap probe of process ${child.pid}: ${reply.message}`));
+      else resolve(reply);
+    };
+    const timer = setTimeout(() => {
+      child.off('message', onMessage);
+      reject(new Error(`heap probe of process ${child.pid} did not answer ${request.heapProbe} within 15 s`));
+    }, 15_000);
+    child.on('message', onMessage);
+    child.send(request);
+  });
 }
 
 async function post(url: string, token: string, body: unknown): Promise<{ status: number; json: any }> {
@@ -208,8 +312,13 @@ async function provision(base: string): Promise<BenchAgent[]> {
   return agents;
 }
 
-async function drive(scenario: string, url: string, connections: number, bodies: string[], tokens: string[], probe: CpuProbe): Promise<Measured> {
+async function drive(scenario: string, url: string, connections: number, round: number, bodies: string[], tokens: string[], probe: Probes): Promise<Measured> {
   let next = 0;
+  // The heap window opens once the probe has answered, so it covers all of the timed window; it
+  // closes as soon as autocannon has finished. Requests still in flight when autocannon stops (at
+  // most one per connection) are in the heap's count but not in the completed requests it is
+  // divided by: a few in the thousands a window serves.
+  if (probe.heapProbe) await askHeapProbe(probe.heapProbe, { heapProbe: 'start' });
   const before = { server: processTreeCpuSeconds(probe.serverPid), redis: await redisCpuSeconds(probe.redis), generator: process.cpuUsage(), machine: machineCpuTicks() };
   const result = await autocannon({
     url,
@@ -227,6 +336,7 @@ async function drive(scenario: string, url: string, connections: number, bodies:
       },
     ],
   });
+  const heap = probe.heapProbe ? await askHeapProbe(probe.heapProbe, { heapProbe: 'stop' }) : undefined;
   if (next > tokens.length && tokens.length > 1) process.stderr.write(`warning: ${scenario} used ${next} requests but only ${tokens.length} tokens were signed\n`);
   const generator = process.cpuUsage(before.generator);
   const machine = machineCpuTicks();
@@ -234,6 +344,7 @@ async function drive(scenario: string, url: string, connections: number, bodies:
   return {
     scenario,
     connections,
+    round,
     // Completed requests over the window's measured length. autocannon's requests.average is the
     // mean of its per-second samples, which undercounts when a partial second is sampled.
     requestsPerSecond: Math.round(result.requests.total / result.duration),
@@ -249,6 +360,7 @@ async function drive(scenario: string, url: string, connections: number, bodies:
       generator: perRequestUs((generator.user + generator.system) / 1e6),
     },
     machineBusyPercent: Math.round((100 * (machine.busy - before.machine.busy)) / (machine.total - before.machine.total)),
+    allocatedBytesPerRequest: heap?.heapProbe === 'stopped' ? Math.round(heap.allocatedBytes / Math.max(1, result.requests.total)) : null,
   };
 }
 
@@ -259,23 +371,56 @@ function tokensFor(agents: BenchAgent[], aud: string, ceilingPerSecond: number, 
   return fresh.map((token, i) => (i > 100 && i % Math.round(1 / replayShare) === 0 ? fresh[i - 50]! : token));
 }
 
+/**
+ * What the run will take, printed before it starts: the timed windows, plus signing their tokens
+ * (timed here on a throwaway key), plus start-up and provisioning. The baseline runs once per
+ * concurrency; the floor and each execute scenario once per round.
+ */
+function expectedWallTime(): string {
+  const windowsPerConcurrency = 1 + ROUNDS * (1 + EXECUTE_SCENARIOS.length);
+  const windows = RUNTIMES.length * CONCURRENCIES.length * windowsPerConcurrency;
+  const timedSeconds = windows * DURATION_SECONDS;
+  const signedWindows = RUNTIMES.length * CONCURRENCIES.length * ROUNDS * (1 + EXECUTE_SCENARIOS.length);
+  const tokens = signedWindows * TOKENS_PER_SECOND * DURATION_SECONDS;
+  const sampleAgent: BenchAgent = { id: 'agt_wall_time_sample', privateKey: generateKeyPairSync('ed25519').privateKey, hostThumbprint: 'sample' };
+  // The first tokens pay for compiling the signing code and preparing the key; the second batch is timed.
+  presign([sampleAgent], 200, 'http://127.0.0.1/');
+  const sampleTokens = 1000;
+  const startedAt = performance.now();
+  presign([sampleAgent], sampleTokens, 'http://127.0.0.1/');
+  const signingMicrosecondsPerToken = ((performance.now() - startedAt) * 1000) / sampleTokens;
+  const signingSeconds = (tokens * signingMicrosecondsPerToken) / 1e6;
+  // Start-up and provisioning of agentgate, its 32 agents and the floor: about 10 s per runtime here.
+  const setupSeconds = 10 * RUNTIMES.length;
+  const minutes = (seconds: number) => `${Math.floor(Math.round(seconds) / 60)} min ${Math.round(seconds) % 60} s`;
+  return `Expected wall time: about ${minutes(timedSeconds + signingSeconds + setupSeconds)}: ${windows} timed windows of ${DURATION_SECONDS} s `
+    + `(${RUNTIMES.length} runtime(s) × ${CONCURRENCIES.length} concurrencies × (1 baseline + ${ROUNDS} round(s) × ${1 + EXECUTE_SCENARIOS.length} floor and execute windows)) = ${minutes(timedSeconds)}, `
+    + `signing ${tokens.toLocaleString('en-US')} tokens ≈ ${minutes(signingSeconds)} (${signingMicrosecondsPerToken.toFixed(0)} µs each), start-up and provisioning ≈ ${minutes(setupSeconds)}.`;
+}
+
 async function main(): Promise<void> {
+  const startedAtMilliseconds = Date.now();
+  process.stdout.write(`${expectedWallTime()}\n\n`);
   const redisUrl = await redisUrlForTests();
-  const baseline = await startProcess('bench/baseline-server.ts', { PORT: '0' });
+  const baseline = await startProcess('bench/baseline-server.ts', { PORT: '0' }, process.execPath, [], true);
   const redis = new Redis(redisUrl, { commandTimeout: 5000, maxRetriesPerRequest: 1 });
-  const results: Measured[] = [];
+  const rounds: Round[] = [];
   try {
-    for (const runtime of RUNTIMES) results.push(...(await benchRuntime(runtime, redisUrl, { pid: baseline.child.pid!, port: baseline.port }, redis)));
+    for (const runtime of RUNTIMES) rounds.push(...(await benchRuntime(runtime, redisUrl, baseline, redis)));
   } finally {
     baseline.child.kill('SIGTERM');
     redis.disconnect();
   }
-  report(results);
+  await report(rounds, (Date.now() - startedAtMilliseconds) / 1000);
 }
 
-async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: number; port: number }, redis: Redis): Promise<Measured[]> {
+async function benchRuntime(runtime: string, redisUrl: string, baseline: StartedServer, redis: Redis): Promise<Round[]> {
   const command = gateCommand(runtime);
   const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+  // The heap probe measures one process's heap: in cluster mode the requests are served by workers
+  // it cannot see, and Node 20 (the compiled build) cannot load a TypeScript preload. There the
+  // allocation columns stay empty rather than report the primary's idle heap.
+  const gateHeapProbe = runtime === '24' && WORKERS === 1;
   // A throwaway prefix the test support may delete afterwards (it refuses any other).
   const prefix = uniquePrefix('bench');
   const gatePort = await freePort();
@@ -285,39 +430,48 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
     PORT: String(gatePort), ISSUER: `http://127.0.0.1:${gatePort}`, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
     RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000', WORKERS: String(WORKERS),
     ...GATE_ENV,
-  }, command.node, nodeArgs);
+  }, command.node, nodeArgs, gateHeapProbe);
   const base = `http://127.0.0.1:${gate.port}`;
-  const results: Measured[] = [];
+  const rounds: Round[] = [];
   const label = (s: string) => `${s} [Node ${runtime}${WORKERS > 1 ? `, ${WORKERS} workers` : ''}]`;
-  const gateProbe = { serverPid: gate.child.pid!, redis };
-  const baselineProbe = { serverPid: baseline.pid, redis };
-  let floor: { child: ChildProcess; port: number } | undefined;
+  const probesOf = (server: StartedServer): Probes => ({ serverPid: server.child.pid!, redis, heapProbe: server.heapProbe ? server.child : undefined });
+  const gateProbe = probesOf(gate);
+  const baselineProbe = probesOf(baseline);
+  let floor: StartedServer | undefined;
   try {
     // JWT audiences come from what the server advertises, as a real client's would.
     const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string; endpoints: { batch_execute: string } };
     const agents = await provision(discovery.issuer);
     // The floor verifies with the same agents' keys, so it checks the very tokens execute gets.
     const floorKeys = Object.fromEntries(agents.map((a) => [a.id, createPublicKey(a.privateKey).export({ format: 'jwk' }).x]));
-    floor = await startProcess('bench/floor-server.ts', { PORT: '0', FLOOR_KEYS: JSON.stringify(floorKeys) });
-    const floorProbe = { serverPid: floor.child.pid!, redis };
+    floor = await startProcess('bench/floor-server.ts', { PORT: '0', FLOOR_KEYS: JSON.stringify(floorKeys) }, process.execPath, [], true);
+    const floorProbe = probesOf(floor);
     const allowed = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 250, currency: 'USD' } })];
     const violating = [JSON.stringify({ capability: CAPABILITY, arguments: { amount: 5000, currency: 'GBP' } })];
     const batch = [JSON.stringify({ requests: Array.from({ length: BATCH_SIZE }, (_, i) => ({ id: `call-${i}`, capability: CAPABILITY, arguments: { amount: 250 + i, currency: 'USD' } })) })];
+    const url = discovery.default_location;
+    const batchUrl = `${discovery.issuer}${discovery.endpoints.batch_execute}`;
     for (const connections of CONCURRENCIES) {
-      results.push(await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baseline.port}/capability/execute`, connections, allowed, ['unused'], baselineProbe));
-      const url = discovery.default_location;
-      results.push(await drive(`floor: bare Express JSON POST + one Ed25519 verification (${FLOOR_VERIFIER}) [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${floor.port}/capability/execute`, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), floorProbe));
-      if (SCENARIOS.has('allowed')) results.push(await drive(label('execute: allowed, constrained grant'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
-      if (SCENARIOS.has('violated')) results.push(await drive(label('execute: constraint violated (403 expected)'), url, connections, violating, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
-      if (SCENARIOS.has('replay')) results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), url, connections, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0.05), gateProbe));
-      if (SCENARIOS.has('batch')) {
-        const batchUrl = `${discovery.issuer}${discovery.endpoints.batch_execute}`;
-        // A batch answers 200 whatever its items did, so one is checked here before the window.
-        const sample = await post(batchUrl, tokensFor(agents, url, 1)[0]!, JSON.parse(batch[0]!));
-        if (sample.status !== 200 || !sample.json.responses.every((r: { status: string }) => r.status === 'completed')) {
-          throw new Error(`batch sanity check failed: ${JSON.stringify(sample)}`);
+      // The baseline shares nothing with the servers the rounds compare, so it runs once per
+      // concurrency, at the start of round 1, for the ratio-to-baseline column.
+      const baselineRow = await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baseline.port}/capability/execute`, connections, 1, allowed, ['unused'], baselineProbe);
+      for (let round = 1; round <= ROUNDS; round++) {
+        const results: Measured[] = round === 1 ? [baselineRow] : [];
+        // Each window signs its own tokens just before it starts (tokensFor): no round replays
+        // another's, and none is near its expiry when it is sent.
+        results.push(await drive(`floor: bare Express JSON POST + one Ed25519 verification (${FLOOR_VERIFIER}) [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${floor.port}/capability/execute`, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), floorProbe));
+        if (SCENARIOS.has('allowed')) results.push(await drive(label('execute: allowed, constrained grant'), url, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+        if (SCENARIOS.has('violated')) results.push(await drive(label('execute: constraint violated (403 expected)'), url, connections, round, violating, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+        if (SCENARIOS.has('replay')) results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), url, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0.05), gateProbe));
+        if (SCENARIOS.has('batch')) {
+          // A batch answers 200 whatever its items did, so one is checked here before the window.
+          const sample = await post(batchUrl, tokensFor(agents, url, 1)[0]!, JSON.parse(batch[0]!));
+          if (sample.status !== 200 || !sample.json.responses.every((r: { status: string }) => r.status === 'completed')) {
+            throw new Error(`batch sanity check failed: ${JSON.stringify(sample)}`);
+          }
+          results.push(await drive(label(BATCH_SCENARIO), batchUrl, connections, round, batch, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
         }
-        results.push(await drive(label(BATCH_SCENARIO), batchUrl, connections, batch, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+        rounds.push({ runtime, connections, round, results });
       }
     }
   } finally {
@@ -328,34 +482,125 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: { pid: 
     await exited;
     await deletePrefix(redisUrl, prefix).catch(() => {});
   }
-  return results;
+  return rounds;
 }
 
-function report(results: Measured[]): void {
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** The median and range of per-round values; null when no round has a value. */
+function spreadOf(perRound: (number | null)[]): Spread | null {
+  const values = perRound.filter((v): v is number => v !== null && Number.isFinite(v));
+  if (values.length === 0) return null;
+  return { median: median(values), min: Math.min(...values), max: Math.max(...values), perRound };
+}
+
+/** `a / b`, or null when it has no meaning (a missing value or a zero floor). */
+function ratio(a: number | null, b: number | null): number | null {
+  return a === null || b === null || b === 0 ? null : a / b;
+}
+
+const isFloor = (row: Measured) => row.scenario.startsWith('floor:');
+const isBaseline = (row: Measured) => row.scenario.startsWith('baseline:');
+const isAllowedSingle = (row: Measured) => row.scenario.startsWith('execute: allowed, constrained grant');
+
+/**
+ * The floor and each execute scenario over the rounds of one runtime and concurrency. Each round's
+ * ratio is the scenario's value over the floor's value of that same round; the median and the
+ * spread are then taken over those ratios, not over the raw values.
+ */
+function summarize(rounds: Round[]): ScenarioSummary[] {
+  const summaries: ScenarioSummary[] = [];
+  const groups = new Map<string, Round[]>();
+  for (const round of rounds) {
+    const key = `${round.runtime} ${round.connections}`;
+    groups.set(key, [...(groups.get(key) ?? []), round]);
+  }
+  for (const group of groups.values()) {
+    const first = group[0]!;
+    const scenarios = first.results.filter((row) => !isBaseline(row)).map((row) => row.scenario);
+    for (const scenario of scenarios) {
+      const pairs = group.map((round) => ({ row: round.results.find((r) => r.scenario === scenario), floor: round.results.find(isFloor), single: round.results.find(isAllowedSingle) }));
+      const rows = pairs.map((p) => p.row).filter((row): row is Measured => row !== undefined);
+      const summary: ScenarioSummary = {
+        runtime: first.runtime,
+        scenario,
+        connections: first.connections,
+        rounds: rows.length,
+        requestsPerSecond: spreadOf(rows.map((r) => r.requestsPerSecond))!,
+        latencyMsP99: spreadOf(rows.map((r) => r.latencyMsP99))!,
+        throughputRatioToFloor: spreadOf(pairs.map((p) => ratio(p.row?.requestsPerSecond ?? null, p.floor?.requestsPerSecond ?? null)))!,
+        p99RatioToFloor: spreadOf(pairs.map((p) => ratio(p.row?.latencyMsP99 ?? null, p.floor?.latencyMsP99 ?? null))),
+        allocatedBytesPerRequest: spreadOf(rows.map((r) => r.allocatedBytesPerRequest)),
+        allocationRatioToFloor: spreadOf(pairs.map((p) => ratio(p.row?.allocatedBytesPerRequest ?? null, p.floor?.allocatedBytesPerRequest ?? null))),
+      };
+      if (scenario.startsWith(BATCH_SCENARIO)) {
+        summary.executesPerSecond = spreadOf(rows.map((r) => r.requestsPerSecond * BATCH_SIZE))!;
+        const toSingle = spreadOf(pairs.map((p) => ratio(p.row ? p.row.requestsPerSecond * BATCH_SIZE : null, p.single?.requestsPerSecond ?? null)));
+        if (toSingle) summary.executesRatioToSingle = toSingle;
+      }
+      summaries.push(summary);
+    }
+  }
+  return summaries;
+}
+
+/** `median [min–max]`, each with `digits` decimals (thousands separated when there are none). */
+function formatSpread(spread: Spread | null, digits: number): string {
+  if (spread === null) return 'n/a';
+  const format = (value: number) => (digits === 0 ? Math.round(value).toLocaleString('en-US') : value.toFixed(digits));
+  return `${format(spread.median)} [${format(spread.min)}–${format(spread.max)}]`;
+}
+
+async function report(rounds: Round[], wallSeconds: number): Promise<void> {
+  const results = rounds.flatMap((round) => round.results);
+  const summary = summarize(rounds);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
   const lines = [
-    `Machine: ${machine}. Duration ${DURATION_SECONDS} s per row; load generator (autocannon) on the same machine.`,
+    `Machine: ${machine}. Duration ${DURATION_SECONDS} s per row; ${ROUNDS} round(s) at each concurrency; load generator (autocannon) on the same machine. Wall time ${Math.round(wallSeconds)} s.`,
     '',
-    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | ratio to floor | CPU µs/req: server, Redis, generator | machine busy % |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| scenario | connections | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | ratio to baseline | ratio to floor | CPU µs/req: server, Redis, generator | machine busy % | round | heap allocated bytes/req |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
-  for (const [index, r] of results.entries()) {
-    // Ratios are against the baseline and the floor measured just before, at the same concurrency.
-    const ratioTo = (kind: string) => {
-      const reference = results.slice(0, index + 1).reverse().find((b) => b.connections === r.connections && b.scenario.startsWith(kind));
-      return reference ? (r.requestsPerSecond / reference.requestsPerSecond).toFixed(2) : '';
-    };
-    const toFloor = r.scenario.startsWith('baseline') ? '' : ratioTo('floor:');
-    lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${ratioTo('baseline')} | ${toFloor} | ${r.cpuPerRequestUs.server}, ${r.cpuPerRequestUs.redis}, ${r.cpuPerRequestUs.generator} | ${r.machineBusyPercent} |`);
+  for (const round of rounds) {
+    for (const r of round.results) {
+      // Ratios are against the floor of the same round and the baseline of the same concurrency
+      // (measured once, in round 1).
+      const baselineRow = rounds.find((other) => other.runtime === round.runtime && other.connections === round.connections && other.round === 1)?.results.find(isBaseline);
+      const floorRow = round.results.find(isFloor);
+      const toBaseline = baselineRow ? (r.requestsPerSecond / baselineRow.requestsPerSecond).toFixed(2) : '';
+      const toFloor = isBaseline(r) || !floorRow ? '' : (r.requestsPerSecond / floorRow.requestsPerSecond).toFixed(2);
+      lines.push(`| ${r.scenario} | ${r.connections} | ${r.requestsPerSecond} | ${r.latencyMsP50} | ${r.latencyMsP99} | ${r.ok2xx} | ${r.non2xx} | ${r.errors + r.timeouts} | ${toBaseline} | ${toFloor} | ${r.cpuPerRequestUs.server}, ${r.cpuPerRequestUs.redis}, ${r.cpuPerRequestUs.generator} | ${r.machineBusyPercent} | ${r.round} | ${r.allocatedBytesPerRequest ?? 'n/a'} |`);
+    }
   }
-  // Batches deliver BATCH_SIZE executes per request: compared with single executes at the same concurrency.
-  for (const r of results.filter((row) => row.scenario.startsWith(BATCH_SCENARIO))) {
-    const single = results.find((row) => row.connections === r.connections && row.scenario.startsWith('execute: allowed, constrained grant'));
-    const executesPerSecond = r.requestsPerSecond * BATCH_SIZE;
-    lines.push('', `Batch of ${BATCH_SIZE} at ${r.connections} connections: ${executesPerSecond} executes/s${single ? `, ${(executesPerSecond / single.requestsPerSecond).toFixed(2)} × single execute (${single.requestsPerSecond}/s)` : ''}.`);
+  lines.push(
+    '',
+    `Summary: the median over ${ROUNDS} round(s) at each concurrency, [lowest–highest round]. Every ratio is the scenario's value over the floor's in the same round`,
+    `(req/s: higher is better; p99 and allocation: lower is better; the allocation target is execute ≤ 2 × the floor).`,
+    '',
+    '| scenario, over the rounds | connections | rounds | req/s | p99 ms | req/s ÷ floor | p99 ÷ floor | heap allocated bytes/req | allocation ÷ floor |',
+    '|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const s of summary) {
+    lines.push(`| ${s.scenario} | ${s.connections} | ${s.rounds} | ${formatSpread(s.requestsPerSecond, 0)} | ${formatSpread(s.latencyMsP99, 0)} | ${formatSpread(s.throughputRatioToFloor, 2)} | ${formatSpread(s.p99RatioToFloor, 2)} | ${formatSpread(s.allocatedBytesPerRequest, 0)} | ${formatSpread(s.allocationRatioToFloor, 2)} |`);
+  }
+  // Batches deliver BATCH_SIZE executes per request: compared with the single execute of the same round.
+  for (const s of summary) {
+    if (!s.executesPerSecond) continue;
+    const single = summary.find((other) => other.runtime === s.runtime && other.connections === s.connections && other.scenario.startsWith('execute: allowed, constrained grant'));
+    const medianOf = ROUNDS > 1 ? `, median of ${s.rounds} rounds` : '';
+    const toSingle = s.executesRatioToSingle && single ? `, ${formatSpread(s.executesRatioToSingle, 2)} × single execute of the same round (${Math.round(single.requestsPerSecond.median)}/s)` : '';
+    lines.push('', `Batch of ${BATCH_SIZE} at ${s.connections} connections${medianOf}: ${Math.round(s.executesPerSecond.median)} executes/s${toSingle}.`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
-  void mkdir(path.dirname(RESULTS_FILE), { recursive: true }).then(() => writeFile(RESULTS_FILE, JSON.stringify({ machine, results }, null, 2)));
+  const settings = { durationSeconds: DURATION_SECONDS, connections: CONCURRENCIES, rounds: ROUNDS, scenarios: EXECUTE_SCENARIOS, runtimes: RUNTIMES, workers: WORKERS, tokensPerSecond: TOKENS_PER_SECOND, wallSeconds: Math.round(wallSeconds) };
+  // `machine` and `results` (every row, in the order run) keep the shape older readers know; the
+  // rounds and the summary are added beside them.
+  await mkdir(path.dirname(RESULTS_FILE), { recursive: true });
+  await writeFile(RESULTS_FILE, JSON.stringify({ machine, results, settings, rounds, summary }, null, 2));
 }
 
 main().catch((err: unknown) => {

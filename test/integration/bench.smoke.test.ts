@@ -2,7 +2,7 @@
 // load benchmark's answers are exactly the intended ones. No speed is asserted here; speed lives in
 // the benchmarks' own output (bench/RESULTS.md), never in a timed test.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -43,45 +43,121 @@ function runBench(script: string, env: Record<string, string>, timeoutMs: number
   });
 }
 
+/** A value over the rounds in bench/results/latest.json (bench/run.ts). */
+interface Spread { median: number; min: number; max: number; perRound: (number | null)[] }
+
+/** The parts of bench/results/latest.json this test reads. */
+interface BenchResults {
+  machine: string;
+  results: { scenario: string; round: number; connections: number; requestsPerSecond: number; latencyMsP99: number; allocatedBytesPerRequest: number | null }[];
+  settings: { durationSeconds: number; connections: number[]; rounds: number };
+  rounds: { connections: number; round: number; results: BenchResults['results'] }[];
+  summary: {
+    scenario: string; rounds: number; throughputRatioToFloor: Spread; p99RatioToFloor: Spread | null;
+    allocatedBytesPerRequest: Spread | null; allocationRatioToFloor: Spread | null; executesPerSecond?: Spread; executesRatioToSingle?: Spread;
+  }[];
+}
+
 /** The markdown table rows of a benchmark's output, as cells. */
 const tableRows = (output: string) =>
   output.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| scenario') && !line.startsWith('| step') && !line.startsWith('| agentgate'))
     .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
 
 describe('benchmarks run end to end', () => {
-  it('npm run bench: baseline, floor and the execute scenarios, with only the intended non-2xx answers', async () => {
+  it('npm run bench: baseline, then the floor and the execute scenarios in two alternating rounds, with only the intended non-2xx answers, medians, spreads and heap allocation per request', async () => {
     // Tokens for 20,000 requests a second: more than this suite's machines serve, so none repeats
     // outside the replay scenario.
+    const resultsFile = path.join(scratch, 'latest.json');
     const output = await runBench('bench/run.ts', {
-      BENCH_DURATION_SECONDS: '1', BENCH_CONNECTIONS: '4', BENCH_TOKENS_PER_SECOND: '20000', BENCH_RESULTS_FILE: path.join(scratch, 'latest.json'),
-    }, 80_000);
-    const rows = tableRows(output);
-    expect(rows.map((r) => r[0])).toEqual([
-      'baseline: bare Express JSON POST [Node 24]',
-      'floor: bare Express JSON POST + one Ed25519 verification (libsodium) [Node 24]',
-      'execute: allowed, constrained grant [Node 24]',
-      'execute: constraint violated (403 expected) [Node 24]',
-      'execute: allowed with 5% replays (401 expected) [Node 24]',
-      'execute: batch of 10 allowed calls (10 executes per request) [Node 24]',
+      BENCH_DURATION_SECONDS: '1', BENCH_CONNECTIONS: '4', BENCH_ROUNDS: '2', BENCH_TOKENS_PER_SECOND: '20000', BENCH_RESULTS_FILE: resultsFile,
+    }, 150_000);
+    // The baseline once, then two rounds of the floor and four scenarios.
+    expect(output).toMatch(/^Expected wall time: about \d+ min \d+ s: 11 timed windows of 1 s/m);
+    const [perRowPart, summaryPart] = output.split('\nSummary:');
+    expect(summaryPart).toBeDefined();
+
+    // The per-row table: every window, in the order run, with its round and its allocation.
+    const BASELINE = 'baseline: bare Express JSON POST [Node 24]';
+    const FLOOR = 'floor: bare Express JSON POST + one Ed25519 verification (libsodium) [Node 24]';
+    const ALLOWED = 'execute: allowed, constrained grant [Node 24]';
+    const VIOLATED = 'execute: constraint violated (403 expected) [Node 24]';
+    const REPLAYED = 'execute: allowed with 5% replays (401 expected) [Node 24]';
+    const BATCHED = 'execute: batch of 10 allowed calls (10 executes per request) [Node 24]';
+    const rows = tableRows(perRowPart!);
+    expect(rows.map((r) => [r[0], r[12]])).toEqual([
+      [BASELINE, '1'],
+      [FLOOR, '1'], [ALLOWED, '1'], [VIOLATED, '1'], [REPLAYED, '1'], [BATCHED, '1'],
+      [FLOOR, '2'], [ALLOWED, '2'], [VIOLATED, '2'], [REPLAYED, '2'], [BATCHED, '2'],
     ]);
-    const [baseline, floor, allowed, violated, replayed, batched] = rows.map((r) => ({ ok: Number(r[5]), non2xx: Number(r[6]), errors: Number(r[7]) }));
-    for (const row of [baseline, floor, allowed, violated, replayed, batched]) expect(row!.errors).toBe(0);
-    // The bench checked one batch's items all completed before its window; every batch then answers 200.
-    expect(batched!.ok).toBeGreaterThan(0);
-    expect(batched!.non2xx).toBe(0);
-    expect(output).toMatch(/Batch of 10 at 4 connections: \d+ executes\/s, [\d.]+ × single execute/);
-    expect(baseline!.non2xx).toBe(0);
-    // The floor verifies every token it gets: all of them are genuine.
-    expect(floor!.ok).toBeGreaterThan(0);
-    expect(floor!.non2xx).toBe(0);
-    expect(allowed!.ok).toBeGreaterThan(0);
-    expect(allowed!.non2xx).toBe(0);
-    expect(violated!.ok).toBe(0);
-    expect(violated!.non2xx).toBeGreaterThan(0);
-    // Every 20th token after the first hundred repeats an earlier one.
-    expect(replayed!.ok).toBeGreaterThan(0);
-    if (replayed!.ok + replayed!.non2xx > 200) expect(replayed!.non2xx).toBeGreaterThan(0);
-  }, 90_000);
+    const cells = rows.map((r) => ({ ok: Number(r[5]), non2xx: Number(r[6]), errors: Number(r[7]), allocatedBytesPerRequest: Number(r[13]) }));
+    for (const row of cells) expect(row.errors).toBe(0);
+    const baseline = cells[0]!;
+    expect(baseline.non2xx).toBe(0);
+    for (const round of [cells.slice(1, 6), cells.slice(6, 11)]) {
+      const [floor, allowed, violated, replayed, batched] = round;
+      // The floor verifies every token it gets: all of them are genuine.
+      expect(floor!.ok).toBeGreaterThan(0);
+      expect(floor!.non2xx).toBe(0);
+      // Each round signs its own tokens: the second round's allowed executes replay none of the first's.
+      expect(allowed!.ok).toBeGreaterThan(0);
+      expect(allowed!.non2xx).toBe(0);
+      expect(violated!.ok).toBe(0);
+      expect(violated!.non2xx).toBeGreaterThan(0);
+      // Every 20th token after the first hundred repeats an earlier one.
+      expect(replayed!.ok).toBeGreaterThan(0);
+      if (replayed!.ok + replayed!.non2xx > 200) expect(replayed!.non2xx).toBeGreaterThan(0);
+      // The bench checked one batch's items all completed before its window; every batch then answers 200.
+      expect(batched!.ok).toBeGreaterThan(0);
+      expect(batched!.non2xx).toBe(0);
+    }
+    // Allocation is measured inside each server (not a speed): an Express request allocates some
+    // kilobytes of heap, never nothing and never megabytes.
+    for (const row of cells) {
+      expect(row.allocatedBytesPerRequest).toBeGreaterThan(1_000);
+      expect(row.allocatedBytesPerRequest).toBeLessThan(10_000_000);
+    }
+
+    // The printed summary: the floor and each scenario, each value a median with its spread.
+    const spread = /^[\d,.]+ \[[\d,.]+–[\d,.]+\]$/;
+    const summaryRows = tableRows(summaryPart!);
+    expect(summaryRows.map((r) => r[0])).toEqual([FLOOR, ALLOWED, VIOLATED, REPLAYED, BATCHED]);
+    for (const row of summaryRows) {
+      expect(row[2]).toBe('2');
+      for (const cell of [row[3], row[5], row[7], row[8]]) expect(cell).toMatch(spread);
+    }
+    expect(summaryPart).toMatch(/Batch of 10 at 4 connections, median of 2 rounds: \d+ executes\/s, [\d.]+ \[[\d.]+–[\d.]+\] × single execute of the same round/);
+
+    // The JSON: the old shape (machine, every row in `results`), plus settings, rounds and summary.
+    const latest = JSON.parse(readFileSync(resultsFile, 'utf8')) as BenchResults;
+    expect(latest.machine).toEqual(expect.any(String));
+    expect(latest.results.map((r) => [r.scenario, r.round])).toEqual(rows.map((r) => [r[0], Number(r[12])]));
+    expect(latest.settings).toMatchObject({ durationSeconds: 1, connections: [4], rounds: 2 });
+    expect(latest.rounds.map((r) => [r.connections, r.round, r.results.length])).toEqual([[4, 1, 6], [4, 2, 5]]);
+    expect(latest.summary.map((s) => s.scenario)).toEqual([FLOOR, ALLOWED, VIOLATED, REPLAYED, BATCHED]);
+    for (const summary of latest.summary) {
+      expect(summary.rounds).toBe(2);
+      // Each ratio is recomputed from the rounds: the scenario over the floor of the same round.
+      const perRound = latest.rounds.map((round) => ({ row: round.results.find((r) => r.scenario === summary.scenario)!, floor: round.results.find((r) => r.scenario === FLOOR)! }));
+      const checkSpread = (value: Spread | null, expected: number[]) => {
+        expect(value).not.toBeNull();
+        expect(value!.perRound).toHaveLength(2);
+        value!.perRound.forEach((v, i) => expect(v).toBeCloseTo(expected[i]!, 9));
+        // With two rounds the median is their mean, between the lowest and the highest.
+        expect(value!.median).toBeCloseTo((expected[0]! + expected[1]!) / 2, 9);
+        expect(value!.min).toBeCloseTo(Math.min(...expected), 9);
+        expect(value!.max).toBeCloseTo(Math.max(...expected), 9);
+      };
+      checkSpread(summary.throughputRatioToFloor, perRound.map((p) => p.row.requestsPerSecond / p.floor.requestsPerSecond));
+      checkSpread(summary.allocatedBytesPerRequest, perRound.map((p) => p.row.allocatedBytesPerRequest!));
+      checkSpread(summary.allocationRatioToFloor, perRound.map((p) => p.row.allocatedBytesPerRequest! / p.floor.allocatedBytesPerRequest!));
+      // A floor p99 of 0 ms (possible at 4 connections) leaves that round's p99 ratio undefined.
+      if (perRound.every((p) => p.floor.latencyMsP99 > 0)) checkSpread(summary.p99RatioToFloor, perRound.map((p) => p.row.latencyMsP99 / p.floor.latencyMsP99));
+      if (summary.scenario === FLOOR) expect([summary.throughputRatioToFloor.median, summary.allocationRatioToFloor!.median]).toEqual([1, 1]);
+    }
+    const batchSummary = latest.summary.find((s) => s.scenario === BATCHED)!;
+    expect(batchSummary.executesPerSecond!.median).toBeGreaterThan(0);
+    expect(batchSummary.executesRatioToSingle!.perRound).toHaveLength(2);
+  }, 160_000);
 
   it('npm run bench:parts: every step of execute runs', async () => {
     const output = await runBench('bench/parts.ts', { BENCH_PARTS_CALLS: '300' }, 60_000);

@@ -1,7 +1,7 @@
 // The audit trail's writer: services record events here and never wait for
 // them. Events wait in a bounded in-process queue and are appended to the store
-// - by the execute hot path, right before its one Redis round trip and in the same tick, so
-//   ioredis's auto-pipelining carries the appends in that round trip (no round trip of their own);
+// - by the execute hot path's one store command, which takes them over (handOver) and appends them
+//   itself (no command of their own);
 // - otherwise by an idle timer, AUDIT_FLUSH_MS after the first event that nothing carried;
 // - and at shutdown (close).
 // Recording never blocks or refuses a request. A full queue drops its oldest event; a failed append
@@ -23,7 +23,7 @@
 import { refusalKey, refusalSummary, sanitizeAuditEvent, type AuditEventInput, type AuditRecord, type RefusalKeyFields } from './events.ts';
 import { within } from '../common/deadline.ts';
 import { LogThrottle, type Logger } from '../logger.ts';
-import type { AuditRecords } from '../store/store.ts';
+import { MAX_ROUND_TRIP_AUDIT_EVENTS, type AuditRecords } from '../store/store.ts';
 
 interface AuditLogOptions {
   /** The store itself, not the fail-closed wrapper: a failed append is logged here, never a 503. */
@@ -59,8 +59,19 @@ interface AuditCounters {
   overflowed: number;
 }
 
-/** Appends issued by one flush at most, so the request that carries them never issues thousands. */
-export const AUDIT_FLUSH_CHUNK = 256;
+/**
+ * Appends issued by one flush at most, so the request that carries them never issues thousands:
+ * as many as the store lets one round trip carry.
+ */
+export const AUDIT_FLUSH_CHUNK = MAX_ROUND_TRIP_AUDIT_EVENTS;
+
+/** Queued events handed to a store call that appends them (AuditLog.handOver). */
+export interface AuditHandover {
+  records: readonly AuditRecord[];
+  maxEvents: number;
+  /** What the append answered: per event whether it was written, or its failure. */
+  settle(appended: Promise<boolean[]>): void;
+}
 /** A failure that can repeat on every flush is logged at most this often. */
 const LOG_EVERY_MS = 10_000;
 /**
@@ -199,25 +210,43 @@ export class AuditLog {
 
   /**
    * Issues the appends of up to AUDIT_FLUSH_CHUNK queued events now, synchronously, and returns
-   * without waiting for them. The hot path calls it in the tick of its round trip.
+   * without waiting for them.
    */
   flushNow(): void {
-    if (this.#size === 0 && this.#retry.length === 0) return;
-    const batch = this.#retry.splice(0, AUDIT_FLUSH_CHUNK);
-    while (batch.length < AUDIT_FLUSH_CHUNK && this.#size > 0) batch.push(this.#shift()!);
-    if (this.#size === 0 && this.#retry.length === 0) this.#disarm();
+    const handover = this.handOver();
+    if (!handover) return;
     let appended: Promise<boolean[]>;
     try {
-      appended = this.#options.store.appendAuditEvents(batch.map((item) => item.record), this.#options.maxEvents);
+      appended = this.#options.store.appendAuditEvents(handover.records, handover.maxEvents);
     } catch (err) {
       appended = Promise.reject(err);
     }
-    const settled = appended.then(
-      (written) => this.#settle(batch, written, undefined),
-      (err: unknown) => this.#settle(batch, [], err),
-    );
-    this.#inFlight.add(settled);
-    void settled.finally(() => this.#inFlight.delete(settled));
+    handover.settle(appended);
+  }
+
+  /**
+   * Hands up to AUDIT_FLUSH_CHUNK queued events to a store call the caller makes anyway (the hot
+   * path's round trip appends them in its own command), or null when none wait. The caller passes
+   * `settle` what the append answered, which events were written, or its failure; until then the
+   * events count as in flight (a flush waits for them), and those not written are retried once.
+   */
+  handOver(): AuditHandover | null {
+    if (this.#size === 0 && this.#retry.length === 0) return null;
+    const batch = this.#retry.splice(0, AUDIT_FLUSH_CHUNK);
+    while (batch.length < AUDIT_FLUSH_CHUNK && this.#size > 0) batch.push(this.#shift()!);
+    if (this.#size === 0 && this.#retry.length === 0) this.#disarm();
+    return {
+      records: batch.map((item) => item.record),
+      maxEvents: this.#options.maxEvents,
+      settle: (appended) => {
+        const settled = appended.then(
+          (written) => this.#settle(batch, written, undefined),
+          (err: unknown) => this.#settle(batch, [], err),
+        );
+        this.#inFlight.add(settled);
+        void settled.finally(() => this.#inFlight.delete(settled));
+      },
+    };
   }
 
   /** Appends everything queued and waits (bounded by the write deadline) for every append in flight. */

@@ -10,6 +10,7 @@ import { redisCallDeadlineMs, within } from '../common/deadline.ts';
 import { ApiError } from '../errors.ts';
 import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';
+import type { CounterCount, CounterSpend } from '../store/store.ts';
 
 export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
@@ -49,6 +50,14 @@ export function budgetKey(key: string): string {
   return `{${key}}`;
 }
 
+/** The agent's and host's budgets of one execute request (RateLimits.callerSpend). */
+export interface CallerSpend {
+  /** For the store to spend in the round trip (none when the budgets are kept in process). */
+  counters: CounterSpend[];
+  /** Settles when the budgets cover the request; else refuses it (429, or 503 when they cannot be counted). */
+  verdict(counts: readonly CounterCount[] | undefined): Promise<void>;
+}
+
 export class RateLimits {
   private readonly limiters: Record<LimitName, RateLimiterAbstract>;
   private readonly capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract>;
@@ -59,6 +68,8 @@ export class RateLimits {
   private readonly metrics: Metrics;
   /** Decided once: a verdict's debug line is built only when it would be written. */
   private readonly logVerdicts: boolean;
+  /** Redis-backed: the execute round trip spends the agent's and host's budgets in its own command (callerSpend). */
+  private readonly countersInStore: boolean;
 
   constructor(
     limiters: Record<LimitName, RateLimiterAbstract>, logger: Logger, capabilityLimiters: ReadonlyMap<string, RateLimiterAbstract> = new Map(), deadlineMs?: number,
@@ -70,6 +81,7 @@ export class RateLimits {
     this.deadlineMs = deadlineMs;
     this.metrics = metrics;
     this.logVerdicts = debugEnabled(logger);
+    this.countersInStore = limiters.agent instanceof RateLimiterRedis && limiters.host instanceof RateLimiterRedis;
   }
 
   /**
@@ -126,6 +138,53 @@ export class RateLimits {
     }
   }
 
+  /**
+   * The agent's and the host's budgets for `points` calls, as execute spends them. Redis-backed,
+   * they are `counters` for the store to spend in the execute round trip's own command (their keys
+   * are rate-limiter-flexible's, so every other endpoint's spends of these budgets count with
+   * them), and `verdict` judges the counts the store answered. In process they are spent here, at
+   * once, and `verdict` reads their answer. Either way the verdict is the same 429 or 503 that
+   * `consume` gives, and a refused spend still counts.
+   */
+  callerSpend(agentId: string, hostId: string, points: number): CallerSpend {
+    const budgets = [['agent', agentId], ['host', hostId]] as const;
+    if (!this.countersInStore) {
+      const spent = Promise.all(budgets.map(([name, key]) => this.consume(name, key, points)));
+      spent.catch(() => undefined);
+      return { counters: [], verdict: async () => void (await spent) };
+    }
+    const counters = budgets.map(([name, key]) => {
+      const limiter = this.limiters[name];
+      return { key: limiter.getKey(budgetKey(key)), points, windowSeconds: limiter.duration };
+    });
+    return {
+      counters,
+      verdict: async (counts) => {
+        if (counts?.length !== budgets.length) throw new Error('the store did not count the budgets it was given');
+        budgets.forEach(([name, key], i) => this.judge(this.limiters[name], name, name, key, points, counts[i]!));
+      },
+    };
+  }
+
+  /** A counted spend (`consumed` in its window) against its limiter's points: a refusal throws as `spend` does. */
+  private judge(limiter: RateLimiterAbstract, dimension: LimitName | 'capability', name: string, key: string, points: number, count: CounterCount): void {
+    const remaining = Math.max(limiter.points - count.consumed, 0);
+    if (count.consumed > limiter.points) throw this.refusal(dimension, name, key, points, remaining, count.msBeforeNext);
+    if (this.logVerdicts) this.logger.debug('rate limit verdict', { dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: true, remaining });
+  }
+
+  /** A budget's refusal: counted by metrics, logged at debug, answered 429 with Retry-After in whole seconds. */
+  private refusal(dimension: LimitName | 'capability', name: string, key: string, points: number, remaining: number, msBeforeNext: number): ApiError {
+    this.metrics.rateLimitRefusal(dimension);
+    if (this.logVerdicts) {
+      this.logger.debug('rate limit verdict', {
+        dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: false, remaining, retryAfterMs: msBeforeNext,
+      });
+    }
+    const retryAfterSeconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+    return new ApiError('rate_limited', `too many requests; retry after ${retryAfterSeconds} s`, undefined, { 'Retry-After': String(retryAfterSeconds) });
+  }
+
   /** `dimension` is the budget's kind (a metrics label: one for all capabilities' budgets); `name` says which, for the log. */
   private async spend(limiter: RateLimiterAbstract, dimension: LimitName | 'capability', name: string, key: string, points: number): Promise<void> {
     try {
@@ -133,16 +192,7 @@ export class RateLimits {
       const verdict = await (this.deadlineMs === undefined ? consumed : within(consumed, this.deadlineMs, `rate limit ${name}`));
       if (this.logVerdicts) this.logger.debug('rate limit verdict', { dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: true, remaining: verdict.remainingPoints });
     } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) {
-        this.metrics.rateLimitRefusal(dimension);
-        if (this.logVerdicts) {
-          this.logger.debug('rate limit verdict', {
-            dimension, ...(name !== dimension ? { budget: name } : {}), key, points, allowed: false, remaining: rejection.remainingPoints, retryAfterMs: rejection.msBeforeNext,
-          });
-        }
-        const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
-        throw new ApiError('rate_limited', `too many requests; retry after ${retryAfterSeconds} s`, undefined, { 'Retry-After': String(retryAfterSeconds) });
-      }
+      if (rejection instanceof RateLimiterRes) throw this.refusal(dimension, name, key, points, rejection.remainingPoints, rejection.msBeforeNext);
       // Only a Redis-backed limiter fails this way (the in-process one answers or refuses), and
       // then the cause is the store's: the message says so in /readyz's words (src/http/health.ts),
       // so a client and an operator name the same thing rather than a symptom of it.

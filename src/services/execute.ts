@@ -14,7 +14,8 @@ import { SandboxUnavailableError } from '../operators/sandbox.ts';
 import type { OperatorEvaluator } from '../policy/engine.ts';
 import { decideOrRefuse } from '../policy/fail-closed.ts';
 import type { Violation } from '../policy/types.ts';
-import type { AgentRecords, ExecuteRoundTripResult, StoreBackend } from '../store/store.ts';
+import type { AuditHandover } from '../audit/log.ts';
+import type { AgentRecords, CounterCount, ExecuteRoundTripResult, StoreBackend } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDepsOver } from './deps.ts';
 import { recordCallAllowed, recordCallRefused, recordRefusedWhole, type AuditedCaller, type CallContext } from './execute-audit.ts';
@@ -82,46 +83,49 @@ export async function authenticateCalls(
   let key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
   caller.agentId = agentId;
   caller.hostId = key.hostId;
-  // Step 4: one round trip confirms the key version, records the jti, extends the session.
+  // Step 4: one command confirms the key version, records the jti, extends the session, spends
+  // the agent's and host's budgets (one point of each per call; on Redis they are counters in the
+  // same command, in process they are spent beside it) and appends the audit events waiting in
+  // this instance's queue (audit/log.ts): no command of their own.
   const jtiTtlMs = deps.agentAuth.jtiTtlMs();
-  const roundTrip = (k: CachedAgentKey) => store.executeRoundTrip({
-    agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
-    capabilities, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
-  });
-  // Step 6's commands are issued in the same tick, so auto-pipelining sends them with the round
-  // trip's script (DESIGN §2 step 6); their verdict is read after the lifecycle checks, in
-  // DESIGN's order. Each call spends one point of the agent's and host's budgets, and one of its
-  // capability's own when it has one (the names are in the body), unless the token may not call
-  // that capability at all.
+  const calls = callCapabilities.length;
+  const budgets = deps.limits.callerSpend(agentId, key.hostId, calls);
+  const roundTrip = (k: CachedAgentKey, audit: AuditHandover | null) => {
+    const sent = store.executeRoundTrip({
+      agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
+      capabilities, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
+      counters: budgets.counters,
+      ...(audit ? { audit: { records: audit.records, maxEvents: audit.maxEvents } } : {}),
+    });
+    audit?.settle(sent.then((result) => result.auditWritten));
+    return sent;
+  };
+  // Step 6's capability budgets are spent in the same tick, so auto-pipelining sends them with the
+  // round trip (a capability with a budget of its own, named in the body, costs one command more);
+  // their verdict is read later, in DESIGN's order. A call spends one point of its capability's
+  // budget unless the token may not call that capability at all.
   const claim = unverified.capabilityClaim;
   const capabilityPoints = callCapabilities.map((name) => (claim === null || claim.includes(name) ? spendCapabilityPoint(deps, name, agentId) : null));
-  const calls = callCapabilities.length;
-  const agentPoints = deps.limits.consume('agent', agentId, calls);
-  const hostPoints = deps.limits.consume('host', key.hostId, calls);
   // Execute's one call is the request: its capability's budget refuses it as the agent's or host's
-  // do, and whichever refused first (the capability's, sent first) answers, as execute always has.
-  // In a batch that budget's verdict belongs to its call alone (auditedCall reads it).
+  // do, and the capability's answers first, as execute always has. In a batch that budget's
+  // verdict belongs to its call alone (auditedCall reads it).
   const onlyPoint = endpoint === 'execute' ? capabilityPoints[0] : null;
-  const budgetsVerdict = Promise.all(onlyPoint ? [onlyPoint, agentPoints, hostPoints] : [agentPoints, hostPoints]);
-  budgetsVerdict.catch(() => {});
   let agent: AgentRecord;
   let grants: GrantRecord[];
   let nowMs: number;
+  let counts: readonly CounterCount[];
   try {
-    // Audit events waiting in this instance's queue are appended here, in the round trip's tick,
-    // so auto-pipelining carries them with it (audit/log.ts): no round trip of their own.
-    deps.audit.flushNow();
-    let result: ExecuteRoundTripResult = await roundTrip(key);
+    let result: ExecuteRoundTripResult = await roundTrip(key, deps.audit.handOver());
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
       deps.agentAuth.forgetKey(agentId);
       key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
-      result = await roundTrip(key);
+      result = await roundTrip(key, null);
     }
     if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     if (result.kind === 'stale_key') throw new ApiError('invalid_jwt', 'the agent key was rotated');
     if (result.kind === 'replay') throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
-    ({ agent, grants } = result);
+    ({ agent, grants, counts } = result);
     assertIssuer(unverified.decoded.claims, agent.hostThumbprint);
     // Step 5: lifecycle.
     nowMs = clock.nowMs();
@@ -138,7 +142,8 @@ export async function authenticateCalls(
     throw err;
   }
   // Step 6: the agent's and host's budgets cover every call, or the whole request is refused.
-  await budgetsVerdict;
+  if (onlyPoint) await onlyPoint;
+  await budgets.verdict(counts);
   return { agent, grants, nowMs, capabilityClaim: claim, capabilityPoints };
 }
 

@@ -1,8 +1,9 @@
 // Argument checks and read rules shared by both stores, so the memory store refuses and answers
 // exactly what Redis does.
 import { createHash } from 'node:crypto';
+import type { AuditRecord } from '../audit/events.ts';
 import type { GrantRecord } from '../domain/types.ts';
-import { MAX_ROUND_TRIP_CAPABILITIES, type ExecuteRoundTrip } from './store.ts';
+import { MAX_ROUND_TRIP_AUDIT_EVENTS, MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, type CounterSpend, type ExecuteRoundTrip } from './store.ts';
 
 const MAX_TAG_LENGTH = 256;
 
@@ -60,6 +61,27 @@ export function roundTripCapabilities(request: ExecuteRoundTrip): readonly strin
     throw new Error(`a round trip names at most ${MAX_ROUND_TRIP_CAPABILITIES} capabilities, got ${request.capabilities.length}`);
   }
   return request.capabilities;
+}
+
+/** The counters an execute request spends, checked before either store acts on it. */
+export function roundTripCounters(request: ExecuteRoundTrip): readonly CounterSpend[] {
+  const counters = request.counters ?? [];
+  if (counters.length > MAX_ROUND_TRIP_COUNTERS) throw new Error(`a round trip spends at most ${MAX_ROUND_TRIP_COUNTERS} counters, got ${counters.length}`);
+  for (const counter of counters) {
+    if (typeof counter.key !== 'string' || counter.key.length === 0) throw new Error('a counter needs a key');
+    if (!Number.isSafeInteger(counter.points) || counter.points < 1) throw new Error(`a counter's points must be a positive integer, got ${counter.points}`);
+    if (!Number.isSafeInteger(counter.windowSeconds) || counter.windowSeconds < 1) throw new Error(`a counter's window must be a positive number of seconds, got ${counter.windowSeconds}`);
+  }
+  return counters;
+}
+
+/** The audit events an execute request carries, checked before either store acts on it. */
+export function roundTripAudit(request: ExecuteRoundTrip): { records: readonly AuditRecord[]; maxEvents: number } | null {
+  const audit = request.audit;
+  if (audit === undefined || audit.records.length === 0) return null;
+  if (audit.records.length > MAX_ROUND_TRIP_AUDIT_EVENTS) throw new Error(`a round trip carries at most ${MAX_ROUND_TRIP_AUDIT_EVENTS} audit events, got ${audit.records.length}`);
+  if (!Number.isSafeInteger(audit.maxEvents) || audit.maxEvents < 1) throw new Error(`maxEvents must be a positive integer, got ${audit.maxEvents}`);
+  return audit;
 }
 
 /** Checks an execute request's numbers before either store acts on it. */

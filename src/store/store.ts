@@ -50,6 +50,32 @@ export interface ExecuteRoundTrip {
   capabilities: readonly string[];
   nowMs: number;
   sessionTtlMs: number;
+  /**
+   * Windowed counters (the agent's and host's rate budgets, ratelimit/limits.ts) spent in the same
+   * step once the key version is confirmed: not for an unknown agent or a stale key (the retry
+   * spends them), but for a replay, as any refused request spends them. Their counts come back in
+   * `counts`, in this order.
+   */
+  counters?: readonly CounterSpend[];
+  /** Audit events appended in the same step, whatever its outcome; which were written comes back in `auditWritten`. */
+  audit?: { records: readonly AuditRecord[]; maxEvents: number };
+}
+
+/**
+ * One spend of a windowed counter: `points` added to the count under `key`, whose window of
+ * `windowSeconds` starts with the first spend after the last one ended (rate-limiter-flexible's
+ * fixed window, on the same keys, so its own spends and these count together).
+ */
+export interface CounterSpend {
+  key: string;
+  points: number;
+  windowSeconds: number;
+}
+
+/** A counter after a spend: its count in the window, and the milliseconds left of the window. */
+export interface CounterCount {
+  consumed: number;
+  msBeforeNext: number;
 }
 
 /** The records a withdrawal wrote, whose durability confirmDurable waits for. */
@@ -62,12 +88,22 @@ export type Durability = 'durable' | 'not_durable';
 
 /** At most this many capability names in one round trip (a batch names at most 50). */
 export const MAX_ROUND_TRIP_CAPABILITIES = 256;
+/** At most this many counters in one round trip: execute spends two, the agent's and the host's budgets. */
+export const MAX_ROUND_TRIP_COUNTERS = 2;
+/** At most this many audit events ride in one round trip (the audit log hands over at most this many at once). */
+export const MAX_ROUND_TRIP_AUDIT_EVENTS = 256;
 
-export type ExecuteRoundTripResult =
+/** What every outcome of a round trip reports besides its own: what it did with the audit events it carried. */
+interface RoundTripAppends {
+  /** Per event of `audit`, in order, whether it was appended (empty when none were carried). */
+  auditWritten: boolean[];
+}
+
+export type ExecuteRoundTripResult = RoundTripAppends & (
   | { kind: 'not_found' }
   /** The key was rotated since the cache loaded it: refuse, the cache entry is dropped. */
   | { kind: 'stale_key' }
-  | { kind: 'replay' }
+  | { kind: 'replay'; counts: CounterCount[] }
   | {
       kind: 'ok';
       agent: AgentRecord;
@@ -75,7 +111,9 @@ export type ExecuteRoundTripResult =
       sessionExpiresAtMs: number | null;
       /** Every grant of the agent for any of the requested capabilities, any status, by id. */
       grants: GrantRecord[];
-    };
+      /** The counters of `counters` after this spend, in order. */
+      counts: CounterCount[];
+    });
 
 /** A host write: the host after it, and whether it was applied (false: refused by `fromStatuses`). */
 export type HostUpdate = { host: HostRecord; updated: boolean } | null;

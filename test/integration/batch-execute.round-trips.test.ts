@@ -1,14 +1,14 @@
-// DESIGN §2 step 4 for batch execute: the lifecycle, replay and session part of a whole batch costs
-// one Redis round trip, however many items it carries. Measured on the wire, as
+// DESIGN §2 step 4 for batch execute: the lifecycle, replay, session and budget part of a whole
+// batch costs one Redis command, however many items it carries. Measured on the wire, as
 // execute.round-trips.test.ts measures execute: the server's Redis connection goes through a
 // counting proxy (test/support/redis-proxy.ts), and a batch of 10 must send one execute script
-// (naming every capability the items name) and the agent's and host's budgets (one command each,
-// spending 10 points), plus one command per item whose capability has a budget of its own, all in
-// one pipeline, and nothing else. Redis standalone. The audit trail is off here, so the counts are
+// (naming every capability the items name, and spending 10 points of the agent's and host's
+// budgets, which are among its keys), plus one command per item whose capability has a budget of
+// its own, all in one pipeline, and nothing else. Redis standalone. The audit trail is off here, so the counts are
 // the hot path's own (execute.audit-round-trips.test.ts measures them with it on).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
-import { measureWire, startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
+import { measureWire, scriptKeys, startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
 import { redisUrlForTests } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -43,7 +43,7 @@ const TEN_ITEMS = Array.from({ length: 10 }, (_, i) => (i % 2 === 0
   : { id: `e${i}`, capability: 'echo', arguments: { i } }));
 
 describe('Redis round trips of POST /capability/batch-execute', () => {
-  it('a batch of 10 is one round trip: one execute script for both capabilities and the agent and host budgets (10 points each), pipelined', async () => {
+  it('a batch of 10 is one command: one execute script for both capabilities, which spends 10 points of the agent and host budgets', async () => {
     const agent = await c.activeAgent([CONSTRAINED, 'echo']);
     // The first call may load the scripts into Redis (NOSCRIPT, then EVAL) and fill the key cache.
     expect((await c.batchExecute(agent, TEN_ITEMS)).status).toBe(200);
@@ -55,21 +55,21 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
         TEN_ITEMS.map((item, index) => (item.capability === 'transfer_money' && index % 4 !== 0 ? 'failed' : 'completed')),
       );
       expect(roundTrips).toEqual([1]);
-      expect(commands).toHaveLength(3);
-      expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
-      const script = commands.filter((command) => command.key?.includes(`{${agent.id}}`) && !command.key.includes('rl:'));
-      expect(script).toHaveLength(1);
-      // The script names each distinct capability once, after its four other arguments.
-      expect(script[0]!.args.slice(-2).sort()).toEqual(['echo', 'transfer_money']);
-      for (const limit of ['rl:agent', 'rl:host']) {
-        const budget = commands.filter((command) => command.key?.includes(limit));
-        expect(budget).toHaveLength(1);
-        expect(budget[0]!.args).toContain('10');
-      }
+      expect(commands).toHaveLength(1);
+      const [script] = commands;
+      expect(script!.name).toBe('EVALSHA');
+      // The script names each distinct capability once, after its other arguments.
+      expect(script!.args.slice(-2).sort()).toEqual(['echo', 'transfer_money']);
+      const keys = scriptKeys(script!);
+      const argv = script!.args.slice(2 + keys.length);
+      // Two counters, each spent by 10 points (scripts.ts EXECUTE_ROUND_TRIP lays out the pairs after eight arguments).
+      expect(argv[4]).toBe('2');
+      expect(argv.slice(8, 12)).toEqual(['10', '60', '10', '60']);
+      expect(keys.filter((key) => key.includes('rl:agent') || key.includes('rl:host'))).toHaveLength(2);
     }
   });
 
-  it('a batch of 10 whose items are all refused costs the same single round trip (the jti is burnt and the budgets spent)', async () => {
+  it('a batch of 10 whose items are all refused costs the same single command (the jti is burnt and the budgets spent)', async () => {
     const agent = await c.activeAgent([CONSTRAINED]);
     expect((await c.batchExecute(agent, [{ capability: 'transfer_money', arguments: { amount: 1 } }])).status).toBe(200);
     const refused = Array.from({ length: 10 }, () => ({ capability: 'transfer_money', arguments: { amount: 5000, currency: 'USD' } }));
@@ -77,7 +77,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     expect(res.status, res.text).toBe(200);
     expect((res.json.responses as Array<{ status: string }>).every((item) => item.status === 'failed')).toBe(true);
     expect(roundTrips).toEqual([1]);
-    expect(commands).toHaveLength(3);
+    expect(commands).toHaveLength(1);
   });
 
   it('the count is real: a cold key cache costs one more round trip, for reading the agent', async () => {
@@ -96,7 +96,7 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     const { res, commands, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, items));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([1]);
-    expect(commands).toHaveLength(13);
+    expect(commands).toHaveLength(11);
     expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
     expect(commands.filter((command) => command.key?.includes('rl:cap:metered'))).toHaveLength(10);
   });

@@ -1,13 +1,14 @@
-// The audit trail costs execute no round trip of its own. Measured on the wire as
+// The audit trail costs execute no command of its own. Measured on the wire as
 // execute.round-trips.test.ts measures it (test/support/redis-proxy.ts counts every command and
 // round trip of the server's Redis connection), with the audit trail on: an execute's event waits
-// in the in-process queue, and the next execute appends it (XADD) in its own one round trip, beside
-// its script and budgets. An execute nobody follows is written by the idle flush, AUDIT_FLUSH_MS
-// later, well after any 50 ms settle. A refusal repeated within its aggregation window is only
+// in the in-process queue, and the next execute's one command, its script, appends it (an XADD
+// inside the script: the stream is among its keys, the event among its arguments). An execute
+// nobody follows is written by the idle flush (an XADD of its own), AUDIT_FLUSH_MS later, well
+// after any 50 ms settle. A refusal repeated within its aggregation window is only
 // counted in process (audit/log.ts), so it costs Redis nothing at all.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, type HttpResult } from '../support/client.ts';
-import { measureWire, startRedisProxy, type ProxiedCommand, type RedisProxy } from '../support/redis-proxy.ts';
+import { executeScriptEvents, measureWire, scriptKeys, startRedisProxy, type ProxiedCommand, type RedisProxy } from '../support/redis-proxy.ts';
 import { redisUrlForTests } from '../support/redis.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -29,8 +30,8 @@ afterAll(async () => {
 /** How long a test waits for the idle flush (AUDIT_FLUSH_MS is 400 ms); only a failure waits it out. */
 const FLUSH_WAIT_MS = 10_000;
 
-/** An XADD's event JSON (XADD key MAXLEN ~ n * e <json>; its first 200 bytes, as the proxy records it). */
-const eventOf = (command: ProxiedCommand): string => command.args[6] ?? '';
+/** The idle flush's XADD's event JSON (XADD key MAXLEN ~ n * e <json>; its first 200 bytes, as the proxy records it). */
+const xaddEvent = (command: ProxiedCommand): string => command.args[6] ?? '';
 
 /** What one call sent, measured on the wire. */
 const measure = (call: () => Promise<HttpResult>) => measureWire(proxy, call);
@@ -45,7 +46,7 @@ describe('Redis round trips of execute with the audit trail on', () => {
   });
   afterAll(() => server?.close());
 
-  it('a sequence of executes is still one round trip each, and each carries the previous execute\'s event', async () => {
+  it('a sequence of executes is still one command each, and each carries the previous execute\'s event', async () => {
     const agent = await c.activeAgent([CONSTRAINED]);
     // Loads the scripts and fills the key cache; its own event waits in the queue.
     expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
@@ -59,14 +60,13 @@ describe('Redis round trips of execute with the audit trail on', () => {
       const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'transfer_money', args));
       expect(res.status, res.text).toBe(statusOf(args));
       expect(roundTrips).toEqual([1]);
-      expect(commands.filter((command) => command.name === 'EVALSHA')).toHaveLength(3);
-      const appends = commands.filter((command) => command.name === 'XADD');
-      expect(appends).toHaveLength(1);
-      expect(appends[0]!.key).toBe(`${server.config.REDIS_KEY_PREFIX}audit`);
-      expect(eventOf(appends[0]!)).toContain(`"type":"${previous}"`);
-      expect(eventOf(appends[0]!)).toContain(agent.id);
-      // Sent together: one round trip holds the script, the budgets and the append.
-      expect(new Set(commands.map((command) => command.roundTrip))).toEqual(new Set([1]));
+      // One command: the script, which spends the budgets and appends the event.
+      expect(commands.map((command) => command.name)).toEqual(['EVALSHA']);
+      expect(scriptKeys(commands[0]!)).toContain(`${server.config.REDIS_KEY_PREFIX}audit`);
+      const events = executeScriptEvents(commands[0]!);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toContain(`"type":"${previous}"`);
+      expect(events[0]).toContain(agent.id);
       previous = args === ALLOWED ? 'execute.allowed' : 'execute.refused';
     }
 
@@ -89,36 +89,36 @@ describe('Redis round trips of execute with the audit trail on', () => {
     const repeat = await measure(() => c.execute(agent, 'transfer_money', VIOLATING));
     expect(repeat.res.status).toBe(403);
     expect(repeat.roundTrips).toEqual([1]);
-    expect(repeat.commands.filter((command) => command.name === 'XADD').map(eventOf)).toEqual([expect.stringContaining('"type":"execute.refused"')]);
+    expect(repeat.commands).toHaveLength(1);
+    expect(executeScriptEvents(repeat.commands[0]!)).toEqual([expect.stringContaining('"type":"execute.refused"')]);
     const next = await measure(() => c.execute(agent, 'transfer_money', ALLOWED));
     expect(next.res.status).toBe(200);
     expect(next.roundTrips).toEqual([1]);
-    expect(next.commands.filter((command) => command.key === `${server.config.REDIS_KEY_PREFIX}audit`)).toEqual([]);
-    expect(next.commands.filter((command) => command.name === 'EVALSHA')).toHaveLength(3);
+    expect(next.commands).toHaveLength(1);
+    expect(executeScriptEvents(next.commands[0]!)).toEqual([]);
+    expect(scriptKeys(next.commands[0]!)).not.toContain(`${server.config.REDIS_KEY_PREFIX}audit`);
   });
 
-  it('a batch is one round trip too, and carries what waited', async () => {
+  it('a batch is one command too, and carries what waited', async () => {
     const agent = await c.activeAgent(['echo']);
     expect((await c.execute(agent, 'echo', {})).status).toBe(200);
     const calls = [{ id: 'a', capability: 'echo', arguments: {} }, { id: 'b', capability: 'echo', arguments: {} }];
     const { res, commands, roundTrips } = await measure(() => c.batchExecute(agent, calls));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([1]);
-    expect(commands.filter((command) => command.name === 'XADD').map(eventOf)).toEqual([expect.stringContaining('"type":"execute.allowed"')]);
+    expect(commands).toHaveLength(1);
+    expect(executeScriptEvents(commands[0]!)).toEqual([expect.stringContaining('"type":"execute.allowed"')]);
   });
 
-  it('the events of a batch are appended by one command in the next round trip, not one command each', async () => {
+  it('the events of a batch ride in the next execute\'s one command, not one command each', async () => {
     const agent = await c.activeAgent(['echo']);
     const calls = ['a', 'b', 'c'].map((id) => ({ id, capability: 'echo', arguments: {} }));
     expect((await c.batchExecute(agent, calls)).status).toBe(200);
     const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'echo', {}));
     expect(res.status, res.text).toBe(200);
     expect(roundTrips).toEqual([1]);
-    expect(commands.some((command) => command.name === 'XADD')).toBe(false);
-    // The execute script, the two budgets, and one script call that appends the three events.
-    const scripts = commands.filter((command) => command.name === 'EVALSHA');
-    expect(scripts).toHaveLength(4);
-    expect(scripts.filter((command) => command.key === `${server.config.REDIS_KEY_PREFIX}audit`)).toHaveLength(1);
+    expect(commands).toHaveLength(1);
+    expect(executeScriptEvents(commands[0]!)).toHaveLength(3);
     const trail = await c.admin('GET', `/admin/audit?agent_id=${agent.id}&type=execute`);
     expect(trail.json.events.map((event: { type: string }) => event.type)).toEqual(['execute.allowed', 'execute.allowed', 'execute.allowed', 'execute.allowed']);
   });
@@ -139,13 +139,14 @@ describe('the idle flush', () => {
     expect((await c.execute(agent, 'echo', {})).status).toBe(200);
     // The idle flush writes the queue, this execute's event last. Waiting for that write, rather than
     // for a time a busy machine may outlast, leaves nothing waiting for the next execute to carry.
-    const flushed = (type: string) => proxy.commands.some((command) => command.name === 'XADD' && eventOf(command).includes(`"type":"${type}"`));
+    const flushed = (type: string) => proxy.commands.some((command) => command.name === 'XADD' && xaddEvent(command).includes(`"type":"${type}"`));
     await expect.poll(() => flushed('execute.allowed'), { timeout: FLUSH_WAIT_MS }).toBe(true);
     const { res, commands, roundTrips } = await measure(() => c.execute(agent, 'echo', { lone: true }));
     expect(res.status, res.text).toBe(200);
     // Nothing was waiting (the idle flush wrote the previous event), and nothing is written yet.
     expect(roundTrips).toEqual([1]);
-    expect(commands.some((command) => command.name === 'XADD')).toBe(false);
+    expect(commands).toHaveLength(1);
+    expect(executeScriptEvents(commands[0]!)).toEqual([]);
 
     await expect.poll(() => flushed('execute.allowed'), { timeout: FLUSH_WAIT_MS }).toBe(true);
     const appends = proxy.commands.filter((command) => command.name === 'XADD');

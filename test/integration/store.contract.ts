@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
-import { MAX_ROUND_TRIP_CAPABILITIES, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type Store } from '../../src/store/store.ts';
+import { MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type ExecuteRoundTripResult, type Store } from '../../src/store/store.ts';
 import { auditContract } from './store.audit-contract.ts';
 
 export interface StoreUnderTest {
@@ -375,7 +375,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const snapshot = snapshotFixture(uid('hst'), { agent: { id: 'agt_{evil}' }, capabilities: [] });
         await expect(store.createAgent(snapshot)).rejects.toThrow(/not storable/);
         expect(await store.getAgent('agt_{evil}')).toBeNull();
-        expect(await store.executeRoundTrip(roundTrip(snapshot))).toEqual({ kind: 'not_found' });
+        expect(await store.executeRoundTrip(roundTrip(snapshot))).toEqual({ kind: 'not_found', auditWritten: [] });
       });
 
       it('a grant that names another agent is refused', async () => {
@@ -655,7 +655,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
 
       describe('executeRoundTrip (the hot path)', () => {
         it('an unknown agent is not_found', async () => {
-          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found' });
+          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found', auditWritten: [] });
         });
 
         it('a usable agent: returns the agent as read, the old deadline, and the grants of that capability; then extends', async () => {
@@ -667,6 +667,8 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
             agent: snapshot.agent,
             sessionExpiresAtMs: snapshot.sessionExpiresAtMs,
             grants: snapshot.grants.filter((grant) => grant.capability === 'echo'),
+            counts: [],
+            auditWritten: [],
           });
           const after = await store.getAgent(snapshot.agent.id);
           expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
@@ -701,11 +703,11 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
           const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
           const request = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
           const result = await store.executeRoundTrip(request);
-          expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId) });
+          expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId), counts: [], auditWritten: [] });
           const after = await store.getAgent(snapshot.agent.id);
           expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
           expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
-          expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay' });
+          expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
         });
 
         it('a capability named twice returns its grants once; no capabilities return no grants', async () => {
@@ -719,13 +721,56 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         it('a stale key version or a replay with several capabilities writes nothing, as with one', async () => {
           const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
           const stale = roundTrip(snapshot, { capabilities: ['echo', 'files.read'], keyVersion: snapshot.agent.keyVersion + 1 });
-          expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key' });
+          expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key', auditWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
           const first = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
           expect((await store.executeRoundTrip(first)).kind).toBe('ok');
           const afterFirst = await store.getAgent(snapshot.agent.id);
-          expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay' });
+          expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
+        });
+
+        it('spends its counters once the key version is confirmed (a replay too, an unknown agent or a stale key not), counting each window', async () => {
+          const { snapshot } = await seedAgent();
+          const id = snapshot.agent.id;
+          // Keys in the agent's hash tag and in another's: on a Redis Cluster the second is spent apart.
+          const counters = [
+            { key: `contract-counter:{${id}}:own`, points: 2, windowSeconds: 60 },
+            { key: `contract-counter:{${uid('other')}}:shared`, points: 1, windowSeconds: 60 },
+          ];
+          const counted = (result: ExecuteRoundTripResult) => ('counts' in result ? result.counts.map((count) => count.consumed) : null);
+          const first = await store.executeRoundTrip(roundTrip(snapshot, { counters }));
+          expect(counted(first)).toEqual([2, 1]);
+          if (first.kind !== 'ok') throw new Error('expected ok');
+          for (const count of first.counts) expect(count.msBeforeNext).toBeGreaterThan(0);
+          for (const count of first.counts) expect(count.msBeforeNext).toBeLessThanOrEqual(60_000);
+          const second = roundTrip(snapshot, { counters });
+          expect(counted(await store.executeRoundTrip(second))).toEqual([4, 2]);
+          expect(await store.executeRoundTrip({ ...second, nowMs: second.nowMs + 1 })).toMatchObject({ kind: 'replay', counts: [{ consumed: 6 }, { consumed: 3 }] });
+          expect(await store.executeRoundTrip(roundTrip(snapshot, { counters: [counters[0]!], keyVersion: snapshot.agent.keyVersion + 1 }))).toEqual({ kind: 'stale_key', auditWritten: [] });
+          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(snapshot.agent.hostId), { counters: [counters[0]!] }))).toEqual({ kind: 'not_found', auditWritten: [] });
+          expect(counted(await store.executeRoundTrip(roundTrip(snapshot, { counters: [counters[0]!] })))).toEqual([8]);
+        });
+
+        it('more counters than one round trip may spend are refused before anything is written', async () => {
+          const { snapshot } = await seedAgent();
+          const counters = Array.from({ length: MAX_ROUND_TRIP_COUNTERS + 1 }, (_, i) => ({ key: `contract-counter:{${snapshot.agent.id}}:${i}`, points: 1, windowSeconds: 60 }));
+          const request = roundTrip(snapshot, { counters });
+          await expect(store.executeRoundTrip(request)).rejects.toThrow(/at most/);
+          expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
+        });
+
+        it('appends the audit events it carries whatever its outcome, and says which it wrote', async () => {
+          const { snapshot } = await seedAgent();
+          const marker = uid('carried');
+          const carried = (n: number) => ({ records: [{ at: new Date().toISOString(), type: 'execute.allowed', actor: 'agent' as const, agent_id: snapshot.agent.id, marker, n }], maxEvents: 100_000 });
+          const first = roundTrip(snapshot, { audit: carried(1) });
+          expect(await store.executeRoundTrip(first)).toMatchObject({ kind: 'ok', auditWritten: [true] });
+          expect(await store.executeRoundTrip({ ...first, audit: carried(2) })).toMatchObject({ kind: 'replay', auditWritten: [true] });
+          expect(await store.executeRoundTrip(roundTrip(snapshot, { keyVersion: 99, audit: carried(3) }))).toEqual({ kind: 'stale_key', auditWritten: [true] });
+          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(snapshot.agent.hostId), { audit: carried(4) }))).toEqual({ kind: 'not_found', auditWritten: [true] });
+          const newest = await store.readAuditEvents(null, 50);
+          expect(newest.filter((event) => event.marker === marker).map((event) => event.n)).toEqual([4, 3, 2, 1]);
         });
 
         it('more capability names than one round trip may carry are refused before anything is written', async () => {
@@ -739,7 +784,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         it('a stale key version is refused and writes nothing: the jti stays unused, the session stays', async () => {
           const { snapshot } = await seedAgent();
           const request = roundTrip(snapshot, { keyVersion: snapshot.agent.keyVersion + 1 });
-          expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key' });
+          expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key', auditWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
           expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
         });
@@ -750,7 +795,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
           expect((await store.executeRoundTrip(first)).kind).toBe('ok');
           const afterFirst = await store.getAgent(snapshot.agent.id);
           const replay = { ...first, nowMs: first.nowMs + 1000 };
-          expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay' });
+          expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
         });
 
@@ -816,7 +861,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const jti = uid('jti');
         expect(await store.recordAgentJti(id, jti, 60_000)).toBe(true);
         expect(await store.recordAgentJti(id, jti, 60_000)).toBe(false);
-        expect(await store.executeRoundTrip(roundTrip(snapshot, { jti }))).toEqual({ kind: 'replay' });
+        expect(await store.executeRoundTrip(roundTrip(snapshot, { jti }))).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
 
         const executed = roundTrip(snapshot);
         expect((await store.executeRoundTrip(executed)).kind).toBe('ok');

@@ -99,3 +99,21 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
     },
   };
 }
+
+/** Every key a script call (EVAL or EVALSHA: script, numkeys, keys…, args…) names. */
+export function scriptKeys(command: ProxiedCommand): string[] {
+  return command.args.slice(2, 2 + Number(command.args[1]));
+}
+
+/**
+ * The audit events an execute script call appends (each event's JSON cut to its first 200 bytes),
+ * read from its arguments as src/store/redis/scripts.ts EXECUTE_ROUND_TRIP lays them out: key
+ * version, jti ttl, now, session deadline, counter count c, event count e, max length, field name,
+ * c pairs, then the e events.
+ */
+export function executeScriptEvents(command: ProxiedCommand): string[] {
+  const argv = command.args.slice(2 + Number(command.args[1]));
+  const counters = Number(argv[4]);
+  const events = Number(argv[5]);
+  return argv.slice(8 + 2 * counters, 8 + 2 * counters + events);
+}

@@ -9,23 +9,33 @@ import {
   byId,
   checkRoundTripNumbers,
   normalizeTtlMs,
+  roundTripAudit,
   roundTripCapabilities,
+  roundTripCounters,
 } from '../checks.ts';
-import type { AgentAdmission, AgentChange, AgentRecords, CasResult, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult } from '../store.ts';
+import type {
+  AgentAdmission, AgentChange, AgentRecords, AuditRecords, CasResult, CounterCount, CounterSpend, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult,
+} from '../store.ts';
 import { applyPatch, isUsable } from './agent-changes.ts';
 import { copy, hostKey, type RecordTables, type StoredAgent } from './record-tables.ts';
 import { agentJtiKey, type ReplayCache } from './replay-records.ts';
-import type { MemoryGate } from './shared-state.ts';
+import { ExpiringMap, type MemoryGate } from './shared-state.ts';
 
 export class MemoryAgentRecords implements AgentRecords {
   readonly #gate: MemoryGate;
   readonly #tables: RecordTables;
   readonly #jtis: ReplayCache;
+  /** The audit trail the round trip appends the events it carries to (the store's own audit role). */
+  readonly #audit: Pick<AuditRecords, 'appendAuditEvents'>;
+  /** The round trip's windowed counters: the count in the current window, forgotten when it ends. */
+  readonly #windows: ExpiringMap<{ consumed: number; untilMs: number }>;
 
-  constructor(gate: MemoryGate, tables: RecordTables, jtis: ReplayCache) {
+  constructor(gate: MemoryGate, tables: RecordTables, jtis: ReplayCache, audit: Pick<AuditRecords, 'appendAuditEvents'>) {
     this.#gate = gate;
     this.#tables = tables;
     this.#jtis = jtis;
+    this.#audit = audit;
+    this.#windows = new ExpiringMap(gate.now);
   }
 
   async getAgent(agentId: string): Promise<AgentSnapshot | null> {
@@ -128,11 +138,16 @@ export class MemoryAgentRecords implements AgentRecords {
     const tables = this.#tables;
     checkRoundTripNumbers(request);
     const capabilities = roundTripCapabilities(request);
+    const counters = roundTripCounters(request);
+    const audit = roundTripAudit(request);
     const ttlMs = normalizeTtlMs(request.jtiTtlMs);
+    // The events are appended whatever the outcome: they are other calls' records, carried here.
+    const auditWritten = audit ? await this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [];
     const stored = tables.agents.get(request.agentId);
-    if (!stored) return { kind: 'not_found' };
-    if (stored.agent.keyVersion !== request.keyVersion) return { kind: 'stale_key' };
-    if (!this.#jtis.record(agentJtiKey(request.agentId, request.jti), ttlMs)) return { kind: 'replay' };
+    if (!stored) return { kind: 'not_found', auditWritten };
+    if (stored.agent.keyVersion !== request.keyVersion) return { kind: 'stale_key', auditWritten };
+    const counts = counters.map((counter) => this.#spend(counter));
+    if (!this.#jtis.record(agentJtiKey(request.agentId, request.jti), ttlMs)) return { kind: 'replay', counts, auditWritten };
     const agentAsRead = copy(stored.agent);
     const sessionAsRead = tables.currentSession(stored);
     if (isUsable(stored.agent, sessionAsRead, request.nowMs)) {
@@ -140,6 +155,16 @@ export class MemoryAgentRecords implements AgentRecords {
       stored.agent = { ...stored.agent, lastUsedAtMs: request.nowMs };
     }
     const grants = [...stored.grants.values()].filter((grant) => capabilities.includes(grant.capability));
-    return { kind: 'ok', agent: agentAsRead, sessionExpiresAtMs: sessionAsRead, grants: copy(grants).sort(byId) };
+    return { kind: 'ok', agent: agentAsRead, sessionExpiresAtMs: sessionAsRead, grants: copy(grants).sort(byId), counts, auditWritten };
+  }
+
+  /** A fixed window, as the Redis script keeps it: the first spend after a window ended opens the next. */
+  #spend(counter: CounterSpend): CounterCount {
+    const nowMs = this.#gate.now();
+    const open = this.#windows.get(counter.key);
+    const untilMs = open?.untilMs ?? nowMs + counter.windowSeconds * 1000;
+    const consumed = (open?.consumed ?? 0) + counter.points;
+    this.#windows.set(counter.key, { consumed, untilMs }, untilMs);
+    return { consumed, msBeforeNext: untilMs - nowMs };
   }
 }

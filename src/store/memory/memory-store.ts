@@ -48,13 +48,15 @@ export class MemoryStore {
     const gate = new MemoryGate(options.now ?? Date.now);
     const tables = new RecordTables(gate.now);
     const jtis = new ReplayCache(gate.now, options.maxReplayRecords);
+    // The agent records append the audit events the hot path's round trip carries to this trail.
+    const audit = new MemoryAuditRecords(gate);
     composeStore(this, {
       hosts: new MemoryHostRecords(gate, tables),
-      agents: new MemoryAgentRecords(gate, tables, jtis),
+      agents: new MemoryAgentRecords(gate, tables, jtis, audit),
       replay: new MemoryReplayRecords(gate, jtis),
       pending: new MemoryPendingIndex(gate, tables),
       people: new MemoryPersonRecords(gate),
-      audit: new MemoryAuditRecords(gate),
+      audit,
       backend: new MemoryBackend(gate, options.onListenerError),
     });
   }

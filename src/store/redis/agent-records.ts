@@ -3,12 +3,26 @@
 // Cluster too; the (host, key) index and the host's sets of agents and pending slots live in the
 // host's slot, written by the admission script.
 import type { AgentSnapshot } from '../../domain/types.ts';
-import { assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs, roundTripCapabilities } from '../checks.ts';
-import type { AgentAdmission, AgentChange, AgentRecords, CasResult, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult } from '../store.ts';
-import { decodeAgent, decodeGrants, decodeOptionalMs, decodeSnapshot, encodeAgent, encodeAgentPatch, grantTriple, msString, normalizeSnapshot } from './codec.ts';
-import { RedisRole } from './parts.ts';
+import {
+  assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs, roundTripAudit, roundTripCapabilities, roundTripCounters,
+} from '../checks.ts';
+import type {
+  AgentAdmission, AgentChange, AgentRecords, AuditRecords, CasResult, CounterCount, CounterSpend, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult,
+} from '../store.ts';
+import { AUDIT_EVENT_FIELD } from './audit-records.ts';
+import { decodeAgent, decodeCounts, decodeFlags, decodeGrants, decodeOptionalMs, decodeSnapshot, encodeAgent, encodeAgentPatch, grantTriple, msString, normalizeSnapshot } from './codec.ts';
+import { shareSlot } from './keys.ts';
+import { RedisRole, type RedisParts } from './parts.ts';
 
 export class RedisAgentRecords extends RedisRole implements AgentRecords {
+  /** The trail a Redis Cluster appends the round trip's events through (see executeRoundTrip). */
+  readonly #audit: Pick<AuditRecords, 'appendAuditEvents'>;
+
+  constructor(redis: RedisParts, audit: Pick<AuditRecords, 'appendAuditEvents'>) {
+    super(redis);
+    this.#audit = audit;
+  }
+
   async getAgent(agentId: string): Promise<AgentSnapshot | null> {
     if (!isTaggable(agentId)) return null;
     const k = this.redis.keys;
@@ -122,29 +136,75 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
    * issued before the first await, so the audit appends and rate-limit commands issued in the same
    * tick join its auto-pipeline (src/services/execute.ts).
    */
+  /**
+   * One command on a single Redis: the execute script also spends the counters and appends the
+   * audit events (scripts.ts EXECUTE_ROUND_TRIP). On a Redis Cluster a script touches one slot, so
+   * only the counters in the agent's slot (its own budget) ride in it; a counter in another slot
+   * (the host's budget) is one more script on its node, and the events one append on the stream's,
+   * issued in the same tick so that they go out in parallel with it.
+   */
   async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
     const { agentId } = request;
     checkRoundTripNumbers(request);
     const capabilities = roundTripCapabilities(request);
+    const counters = roundTripCounters(request);
+    const audit = roundTripAudit(request);
     const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
-    if (!isTaggable(agentId)) return { kind: 'not_found' };
-    const k = this.redis.keys;
+    if (!isTaggable(agentId)) return { kind: 'not_found', auditWritten: audit ? await this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [] };
+    const { keys: k, cluster } = this.redis;
+    const agentKey = k.agent(agentId);
+    const inScript = cluster ? counters.filter((counter) => shareSlot(counter.key, agentKey)) : counters;
+    const events = cluster ? [] : (audit?.records ?? []);
+    // Issued before the script, in this tick: on a Cluster they travel beside it (an auto-pipeline per node).
+    const appendedApart = cluster && audit ? this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : null;
+    const spentApart = counters.map((counter) => (inScript.includes(counter) ? null : this.#spendApart(counter)));
+    // Read only once the script answered; until then a failure of theirs must not go unhandled.
+    for (const pending of [appendedApart, ...spentApart]) pending?.catch(() => undefined);
     const reply = (await this.redis.scripts.agentgateExecute(
       ...k.agentRecord(agentId),
       k.agentJti(agentId, request.jti),
+      inScript[0]?.key ?? agentKey,
+      inScript[1]?.key ?? agentKey,
+      events.length > 0 ? k.auditStream : agentKey,
       String(request.keyVersion),
       String(jtiTtlMs),
       msString(request.nowMs, 'nowMs'),
       msString(request.nowMs + request.sessionTtlMs, 'session deadline'),
+      String(inScript.length),
+      String(events.length),
+      String(audit?.maxEvents ?? 1),
+      AUDIT_EVENT_FIELD,
+      ...inScript.flatMap((counter) => [String(counter.points), String(counter.windowSeconds)]),
+      ...events.map((record) => JSON.stringify(record)),
       ...capabilities,
-    )) as [string, unknown?, unknown?, unknown?];
-    const [outcome, agentFields, session, grantJsons] = reply;
-    if (outcome === 'not_found' || outcome === 'stale_key' || outcome === 'replay') return { kind: outcome };
+    )) as [string, unknown, unknown, unknown?, unknown?, unknown?];
+    const [outcome, writtenFlags, countPairs, agentFields, session, grantJsons] = reply;
+    const auditWritten = appendedApart ? await appendedApart : decodeFlags(writtenFlags);
+    if (outcome === 'not_found' || outcome === 'stale_key') {
+      // These spend nothing (the retry of a stale key spends): what went beside is given back.
+      await Promise.all(counters.map(async (counter, i) => {
+        const spent = await spentApart[i]?.then(() => true, () => false);
+        if (spent) await this.redis.scripts.agentgateGiveBackCounter(counter.key, String(counter.points));
+      }));
+      return { kind: outcome, auditWritten };
+    }
+    const scriptCounts = decodeCounts(countPairs);
+    const counts: CounterCount[] = [];
+    let fromScript = 0;
+    for (let i = 0; i < counters.length; i++) counts.push(spentApart[i] ? await spentApart[i]! : scriptCounts[fromScript++]!);
+    if (outcome === 'replay') return { kind: 'replay', counts, auditWritten };
     return {
       kind: 'ok',
       agent: decodeAgent(agentFields),
       sessionExpiresAtMs: decodeOptionalMs(session, `session of agent ${agentId}`),
       grants: decodeGrants(grantJsons).sort(byId),
+      counts,
+      auditWritten,
     };
+  }
+
+  async #spendApart(counter: CounterSpend): Promise<CounterCount> {
+    const reply = await this.redis.scripts.agentgateSpendCounter(counter.key, String(counter.points), String(counter.windowSeconds));
+    return decodeCounts(reply)[0]!;
   }
 }

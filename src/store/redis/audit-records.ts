@@ -11,8 +11,8 @@ import type { RedisConnection } from './connection.ts';
 import { AUDIT_FORWARD_GROUP } from './keys.ts';
 import type { RedisParts, ScriptCommands } from './parts.ts';
 
-/** The one field of a stream entry: the event as JSON. */
-const EVENT_FIELD = 'e';
+/** The one field of a stream entry: the event as JSON (the execute script appends entries too). */
+export const AUDIT_EVENT_FIELD = 'e';
 
 /**
  * The idle time a given-back event is set to: far longer than any forwarder's reclaim window, so
@@ -57,9 +57,9 @@ export class RedisAuditRecords implements AuditRecords {
     }
     const maxLength = String(maxEvents);
     if (records.length === 1 && minId === '') {
-      return this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', EVENT_FIELD, JSON.stringify(records[0])).then(() => [true], () => [false]);
+      return this.#connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', AUDIT_EVENT_FIELD, JSON.stringify(records[0])).then(() => [true], () => [false]);
     }
-    return this.#scripts.agentgateAuditAppend(this.#key, maxLength, minId, EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
+    return this.#scripts.agentgateAuditAppend(this.#key, maxLength, minId, AUDIT_EVENT_FIELD, ...records.map((record) => JSON.stringify(record))).then(
       (written) => records.map((_, i) => Array.isArray(written) && written[i] === 1),
       () => records.map(() => false),
     );
@@ -140,7 +140,7 @@ function boundedCount(count: number): number {
  * still shown, as `audit.unreadable` at the time of its id, rather than hidden or failing the read.
  */
 function decodeEntry([id, fields]: StreamEntry): AuditEvent {
-  const at = fields.indexOf(EVENT_FIELD);
+  const at = fields.indexOf(AUDIT_EVENT_FIELD);
   try {
     const parsed: unknown = JSON.parse(at >= 0 && at % 2 === 0 ? (fields[at + 1] ?? '') : '');
     if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {

@@ -5,6 +5,7 @@
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../domain/types.ts';
 import { assertFiniteMs, byId } from '../checks.ts';
 import { AGENT_FIELDS, GRANT_FIELDS, HOST_FIELDS, type AgentPatch, type HostPatch } from '../records.ts';
+import type { CounterCount } from '../store.ts';
 import {
   compileTable,
   decodeHash,
@@ -122,4 +123,25 @@ export function normalizeSnapshot(snapshot: AgentSnapshot): AgentSnapshot {
 export function msString(value: number, what: string): string {
   assertFiniteMs(what, value);
   return String(value);
+}
+
+// ---- the execute script's counts and append flags ------------------------------------------------
+
+/** A script's flat list of (consumed, ms left) pairs, one per counter it spent. */
+export function decodeCounts(reply: unknown): CounterCount[] {
+  if (!Array.isArray(reply) || reply.length % 2 !== 0) throw new Error('counter counts are malformed: expected pairs');
+  const counts: CounterCount[] = [];
+  for (let i = 0; i < reply.length; i += 2) {
+    const consumed = Number(reply[i]);
+    const msBeforeNext = Number(reply[i + 1]);
+    if (!Number.isSafeInteger(consumed) || !Number.isSafeInteger(msBeforeNext)) throw new Error('counter counts are malformed: expected integers');
+    counts.push({ consumed, msBeforeNext });
+  }
+  return counts;
+}
+
+/** A script's 1/0 per event it tried to append. */
+export function decodeFlags(reply: unknown): boolean[] {
+  if (!Array.isArray(reply)) throw new Error('append flags are malformed: expected a list');
+  return reply.map((flag) => flag === 1);
 }

@@ -68,6 +68,11 @@ function hashTagOf(key: string): string {
   return close > open + 1 ? key.slice(open + 1, close) : key;
 }
 
+/** True when a Redis Cluster keeps both keys in one slot, so one script may touch both: their hash tags are equal. */
+export function shareSlot(a: string, b: string): boolean {
+  return hashTagOf(a) === hashTagOf(b);
+}
+
 /** The audit stream's consumer group: every instance's webhook forwarder reads through it. */
 export const AUDIT_FORWARD_GROUP = 'forward';
 

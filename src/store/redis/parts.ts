@@ -2,6 +2,7 @@
 // it, and the key layout. Every role object of one store issues its commands on this connection, so
 // commands that different roles issue in one tick still share an auto-pipeline (the hot path's
 // executeRoundTrip and appendAuditEvents rely on it: connection.ts, audit-records.ts).
+import { Cluster } from 'ioredis';
 import type { RedisConnection } from './connection.ts';
 import type { KeyLayout } from './keys.ts';
 import type { ScriptName } from './scripts.ts';
@@ -11,13 +12,15 @@ export type ScriptCommands = Record<ScriptName, (...keysThenArgs: string[]) => P
 
 export interface RedisParts {
   connection: RedisConnection;
+  /** A Redis Cluster: one script touches the keys of one slot only. */
+  cluster: boolean;
   /** The same connection, seen through the scripts createRedisStore defined on it. */
   scripts: ScriptCommands;
   keys: KeyLayout;
 }
 
 export function redisParts(connection: RedisConnection, keys: KeyLayout): RedisParts {
-  return { connection, scripts: connection as unknown as ScriptCommands, keys };
+  return { connection, cluster: connection instanceof Cluster, scripts: connection as unknown as ScriptCommands, keys };
 }
 
 /**

@@ -37,9 +37,7 @@ export type { RedisStoreOptions } from './connection.ts';
 export async function createRedisStore(options: RedisStoreOptions): Promise<RedisStore> {
   const keys = keyLayout(options.keyPrefix ?? 'ag:');
   const connection = openConnection(options, 'commands');
-  for (const [name, script] of Object.entries(SCRIPTS)) {
-    connection.defineCommand(name, { numberOfKeys: script.numberOfKeys, lua: script.lua });
-  }
+  for (const [name, script] of Object.entries(SCRIPTS)) connection.defineCommand(name, script);
   await connectAndCheck(connection, options);
   // Withdrawals wait for replicas on a connection of their own (durability.ts says why).
   const durabilityConnection = openConnection(options, 'durability');
@@ -80,13 +78,16 @@ export class RedisStore {
     this.target = describeTarget(options);
     this.#connection = connection;
     this.#backend = new RedisBackend(parts, options, durability);
+    // The agent records append, on a Redis Cluster, the events the hot path's round trip carries
+    // through this trail (its stream is in a slot of its own there).
+    const audit = new RedisAuditRecords(parts);
     composeStore(this, {
       hosts: new RedisHostRecords(parts),
-      agents: new RedisAgentRecords(parts),
+      agents: new RedisAgentRecords(parts, audit),
       replay: new RedisReplayRecords(parts),
       pending: new RedisPendingIndex(parts),
       people: new RedisPersonRecords(parts),
-      audit: new RedisAuditRecords(parts),
+      audit,
       backend: this.#backend,
     });
   }

@@ -144,23 +144,68 @@ return snapshot('ok')
 `,
 };
 
+/** How many keys the execute script takes (see EXECUTE_ROUND_TRIP). */
+const EXECUTE_KEY_COUNT = 8;
+
 /**
- * The hot path's one round trip (DESIGN §2 step 4). KEYS: agent, session, grants,
- * grants-by-capability, jti. ARGV: key version, jti ttl ms, now ms, next session deadline, then the
- * capability names whose grants come back (one for execute, up to one per item for batch execute).
- * Order: not_found, stale_key (writes nothing), replay (writes nothing), then the jti is recorded
- * and, only for a usable agent, the session is extended and lastUsedAtMs touched.
- * Returns {'ok', agentFields as read, session deadline as read or false, grant jsons}.
+ * One spend of a windowed counter, exactly as rate-limiter-flexible's RateLimiterRedis keeps its
+ * counts (its incr-ttl script), so that its own spends of the same budgets (the endpoints other
+ * than execute) and these count together: the first spend opens the window with the key's expiry.
+ * Returns the count in the window and the milliseconds left of it.
+ */
+const COUNTER_HELPERS = `
+local function spendCounter(key, points, windowSeconds)
+  redis.call('SET', key, 0, 'EX', windowSeconds, 'NX')
+  local consumed = redis.call('INCRBY', key, points)
+  local ttl = redis.call('PTTL', key)
+  if ttl == -1 then
+    redis.call('EXPIRE', key, windowSeconds)
+    ttl = 1000 * windowSeconds
+  end
+  return consumed, ttl
+end
+`;
+
+/**
+ * The hot path's one command (DESIGN §2 step 4). KEYS, always eight (ioredis sends a call to the
+ * node of its first argument, so the number of keys cannot come first): agent, session, grants,
+ * grants-by-capability, jti, two counters, the audit stream; a counter or stream the call does not
+ * use is given as the agent's key, which is in the right slot and which that part never touches.
+ * ARGV: key version, jti ttl ms, now ms, next session deadline, counter count c, event count e,
+ * the stream's max length, the stream entry's field name, then c pairs (points, window seconds),
+ * then e event JSONs, then the capability names whose grants come back (one for execute, up to
+ * one per item for batch execute).
+ * Order: the events are appended first, whatever the outcome (they are earlier calls' records,
+ * each XADD pcall'ed so one refused append stops nothing); then not_found, stale_key (which
+ * spend nothing: the retry spends), the counters, replay (writes nothing more), then the jti is
+ * recorded and, only for a usable agent, the session is extended and lastUsedAtMs touched.
+ * Returns {outcome, written flags, counts as consumed/ms pairs, then for 'ok': agentFields as
+ * read, session deadline as read or false, grant jsons}.
  */
 const EXECUTE_ROUND_TRIP: ScriptDefinition = {
-  numberOfKeys: 5,
-  lua: `
+  numberOfKeys: EXECUTE_KEY_COUNT,
+  lua: `${COUNTER_HELPERS}
+local counterCount = tonumber(ARGV[5])
+local eventCount = tonumber(ARGV[6])
+local written = {}
+for i = 1, eventCount do
+  local result = redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', ARGV[7], '*', ARGV[8], ARGV[8 + 2 * counterCount + i])
+  if type(result) == 'table' and result.err then written[i] = 0 else written[i] = 1 end
+end
+
 local flat = redis.call('HGETALL', KEYS[1])
-if #flat == 0 then return {'not_found'} end
+if #flat == 0 then return {'not_found', written} end
 local agent = {}
 for i = 1, #flat, 2 do agent[flat[i]] = flat[i + 1] end
-if tonumber(agent.keyVersion) ~= tonumber(ARGV[1]) then return {'stale_key'} end
-if not redis.call('SET', KEYS[5], '1', 'PX', ARGV[2], 'NX') then return {'replay'} end
+if tonumber(agent.keyVersion) ~= tonumber(ARGV[1]) then return {'stale_key', written} end
+
+local counts = {}
+for i = 1, counterCount do
+  local consumed, ttl = spendCounter(KEYS[5 + i], ARGV[7 + 2 * i], ARGV[8 + 2 * i])
+  counts[#counts + 1] = consumed
+  counts[#counts + 1] = ttl
+end
+if not redis.call('SET', KEYS[5], '1', 'PX', ARGV[2], 'NX') then return {'replay', written, counts} end
 
 local now = tonumber(ARGV[3])
 local session = redis.call('GET', KEYS[2])
@@ -175,7 +220,7 @@ end
 
 -- A name given twice is asked once, so no grant comes back twice.
 local names, seen = {}, {}
-for i = 5, #ARGV do
+for i = 9 + 2 * counterCount + eventCount, #ARGV do
   if not seen[ARGV[i]] then
     seen[ARGV[i]] = true
     names[#names + 1] = ARGV[i]
@@ -195,7 +240,33 @@ if #names > 0 then
     end
   end
 end
-return {'ok', flat, session, grants}
+return {'ok', written, counts, flat, session, grants}
+`,
+};
+
+/**
+ * A counter the round trip could not spend in its own script: on a Redis Cluster, one in another
+ * slot than the agent's (the host's budget). KEYS: the counter. ARGV: points, window seconds.
+ * Returns {consumed, ms left}.
+ */
+const SPEND_COUNTER: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `${COUNTER_HELPERS}
+local consumed, ttl = spendCounter(KEYS[1], ARGV[1], ARGV[2])
+return {consumed, ttl}
+`,
+};
+
+/**
+ * Gives back what SPEND_COUNTER spent, when the round trip it went beside found an unknown agent
+ * or a stale key (which spend nothing). A window that ended meanwhile is left alone: there is
+ * nothing left to give back to. KEYS: the counter. ARGV: points.
+ */
+const GIVE_BACK_COUNTER: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('DECRBY', KEYS[1], ARGV[1]) end
+return 1
 `,
 };
 
@@ -359,6 +430,8 @@ export const SCRIPTS = {
   agentgateRemoveStalePendingHost: REMOVE_STALE_PENDING_HOST,
   agentgateCasAgent: CAS_AGENT,
   agentgateExecute: EXECUTE_ROUND_TRIP,
+  agentgateSpendCounter: SPEND_COUNTER,
+  agentgateGiveBackCounter: GIVE_BACK_COUNTER,
   agentgateClaimIndex: CLAIM_INDEX,
   agentgateCreateHash: CREATE_HASH,
   agentgateUpdateHost: UPDATE_HOST,

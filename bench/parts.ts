@@ -29,10 +29,16 @@ try {
   const signer = [{ id: agent.id, privateKey: KeyObject.from(agent.key.privateKey as Parameters<typeof KeyObject.from>[0]), hostThumbprint: agent.host.thumbprint }];
   const snapshot = (await deps.store.getAgent(agent.id))!;
   const key = await deps.keys.put(agent.id, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
-  const roundTrip = () => deps.store.executeRoundTrip({
-    agentId: agent.id, keyVersion: key.keyVersion, jti: randomUUID(), jtiTtlMs: 120_000, capabilities: [CONSTRAINED.name],
-    nowMs: Date.now(), sessionTtlMs: 3_600_000,
-  });
+  const roundTrip = (counters: boolean) => {
+    const budgets = counters ? deps.limits.callerSpend(agent.id, key.hostId, 1) : null;
+    return deps.store.executeRoundTrip({
+      agentId: agent.id, keyVersion: key.keyVersion, jti: randomUUID(), jtiTtlMs: 120_000, capabilities: [CONSTRAINED.name],
+      nowMs: Date.now(), sessionTtlMs: 3_600_000, counters: budgets?.counters ?? [],
+    }).then(async (result) => {
+      if (budgets) await budgets.verdict(result.kind === 'ok' ? result.counts : undefined);
+      return result;
+    });
+  };
   // The same key on each Ed25519 backend, and as the WebCrypto key jose verified with before execute moved to libsodium.
   const sodium = loadSodium();
   const keyOn = async (importer: KeyImporter) => importer.import(snapshot.agent.publicJwk);
@@ -58,9 +64,9 @@ try {
     ...(sodiumKey ? [['signature verification (libsodium, as shipped where it loads)', (i: number) => verifySignature(decoded[i]!, sodiumKey)] as [string, (i: number) => unknown]] : []),
     ['signature verification (node:crypto, the fallback)', (i) => verifySignature(decoded[i]!, nodeKey)],
     ['signature verification (jose on WebCrypto, as shipped before libsodium)', (i) => compactVerify(tokens[i]!, webCryptoKey, { algorithms: ['EdDSA'] })],
-    ['execute script round trip, decoded', roundTrip],
-    ['agent and host budgets', budgets],
-    ['round trip and budgets, pipelined', () => Promise.all([roundTrip(), budgets()])],
+    ['execute script round trip, decoded, no budgets', () => roundTrip(false)],
+    ['agent and host budgets through rate-limiter-flexible (the other endpoints)', budgets],
+    ['execute script spending the budgets as counters (execute\'s one command)', () => roundTrip(true)],
     ['policy decision (2 constraints)', () => deps.policy.decideExecute({
       now_ms: Date.now(), agent: { id: agent.id, mode: 'delegated', host_id: key.hostId }, capability: CONSTRAINED.name,
       arguments: ARGUMENTS, grants: [{ id: 'grt_bench', constraints: CONSTRAINED.constraints }],

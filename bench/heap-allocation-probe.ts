@@ -32,8 +32,11 @@ import cluster from 'node:cluster';
 import v8 from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 
-/** What the benchmark sends. */
-export type HeapProbeRequest = { heapProbe: 'start' } | { heapProbe: 'stop' };
+/**
+ * What the benchmark sends. `label` names the window (its scenario); the probe ignores it, and
+ * bench/allocation-profile.ts names the window's profile after it.
+ */
+export type HeapProbeRequest = { heapProbe: 'start'; label?: string } | { heapProbe: 'stop' };
 
 /** What the probe answers: `stopped` carries the window's measurement. */
 export type HeapProbeReply =

@@ -20,7 +20,14 @@
 // profiles there; read them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND
 // (16000), BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON), BENCH_GATE_ENV (a
 // JSON object of extra environment for agentgate, e.g. '{"METRICS_TOKEN":"..."}' to measure with
-// metrics on).
+// metrics on), BENCH_ALLOCATION_PROFILE_DIR (take a V8 sampling heap profile of every timed window in
+// each server that runs the heap probe, objects already collected included, and write it there as
+// <window>-<pid>-<n>.heapprofile; read one with `node bench/allocation-summary.ts <file> [top]
+// [requests]`, bench/allocation-profile.ts says more; a profiled window's req/s and bytes are not
+// for comparison, the sampler costs time and allocates; BENCH_ALLOCATION_SAMPLING_BYTES sets the
+// sampling interval, 512 bytes by default), BENCH_WINDOW_CPU_PROFILE_DIR (likewise, a CPU profile of
+// each timed window alone, without start-up and idle time: its "(garbage collector)" row is the GC
+// share under load; read it with `node bench/profile-summary.ts <file>`).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createPublicKey, generateKeyPairSync, KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -63,6 +70,12 @@ const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 const GATE_ENV = parseGateEnv(process.env.BENCH_GATE_ENV);
 /** The preload that measures a server's heap allocation from inside it, as a URL for `node --import`. */
 const HEAP_PROBE_URL = pathToFileURL(path.resolve(import.meta.dirname, 'heap-allocation-probe.ts')).href;
+/** When set, every server with the heap probe also takes a sampling heap profile of each window, written there. */
+const ALLOCATION_PROFILE_DIR = process.env.BENCH_ALLOCATION_PROFILE_DIR;
+/** When set, every server with the heap probe also takes a CPU profile of each window, written there. */
+const WINDOW_CPU_PROFILE_DIR = process.env.BENCH_WINDOW_CPU_PROFILE_DIR;
+/** The preload that takes those profiles (bench/allocation-profile.ts), as a URL for `node --import`. */
+const ALLOCATION_PROFILE_URL = pathToFileURL(path.resolve(import.meta.dirname, 'allocation-profile.ts')).href;
 
 function parseRounds(text: string | undefined): number {
   const rounds = Number(text ?? 1);
@@ -229,7 +242,11 @@ function gateCommand(runtime: string): { node: string; script: string; env: Reco
  */
 function startProcess(script: string, env: Record<string, string>, node = process.execPath, nodeArgs: string[] = [], heapProbe = false): Promise<StartedServer> {
   return new Promise((resolve, reject) => {
-    const args = heapProbe ? ['--import', HEAP_PROBE_URL, ...nodeArgs, script] : [...nodeArgs, script];
+    // The allocation profiler is imported after the probe, so at the end of a window the probe reads
+    // the heap before the profiler stops and serialises its profile.
+    const windowProfiles = ALLOCATION_PROFILE_DIR || WINDOW_CPU_PROFILE_DIR;
+    const preloads = heapProbe ? ['--import', HEAP_PROBE_URL, ...(windowProfiles ? ['--import', ALLOCATION_PROFILE_URL] : [])] : [];
+    const args = [...preloads, ...nodeArgs, script];
     const child = spawn(node, args, { env: { ...process.env, ...env }, stdio: heapProbe ? ['ignore', 'pipe', 'inherit', 'ipc'] : ['ignore', 'pipe', 'inherit'] });
     // A child that never says where it listens (LOG_LEVEL above info hides agentgate's start-up
     // line, say) is killed, not left serving as an orphan after the benchmark gives up.
@@ -318,7 +335,8 @@ async function drive(scenario: string, url: string, connections: number, round: 
   // closes as soon as autocannon has finished. Requests still in flight when autocannon stops (at
   // most one per connection) are in the heap's count but not in the completed requests it is
   // divided by: a few in the thousands a window serves.
-  if (probe.heapProbe) await askHeapProbe(probe.heapProbe, { heapProbe: 'start' });
+  const windowLabel = `c${connections}-r${round}-${scenario.replace(/\s*\[.*$/, '')}`;
+  if (probe.heapProbe) await askHeapProbe(probe.heapProbe, { heapProbe: 'start', label: windowLabel });
   const before = { server: processTreeCpuSeconds(probe.serverPid), redis: await redisCpuSeconds(probe.redis), generator: process.cpuUsage(), machine: machineCpuTicks() };
   const result = await autocannon({
     url,
@@ -337,6 +355,9 @@ async function drive(scenario: string, url: string, connections: number, round: 
     ],
   });
   const heap = probe.heapProbe ? await askHeapProbe(probe.heapProbe, { heapProbe: 'stop' }) : undefined;
+  if ((ALLOCATION_PROFILE_DIR || WINDOW_CPU_PROFILE_DIR) && probe.heapProbe) {
+    process.stderr.write(`window profile of ${windowLabel} (process ${probe.serverPid}): ${result.requests.total} requests completed\n`);
+  }
   if (next > tokens.length && tokens.length > 1) process.stderr.write(`warning: ${scenario} used ${next} requests but only ${tokens.length} tokens were signed\n`);
   const generator = process.cpuUsage(before.generator);
   const machine = machineCpuTicks();

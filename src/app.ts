@@ -19,7 +19,7 @@ import { adminRouter } from './http/admin.ts';
 import { accessLog } from './http/access.ts';
 import { bodyDepthLimit } from './http/body-depth.ts';
 import { agentRouter } from './http/agent.ts';
-import { capabilityRouter } from './http/capability.ts';
+import { addCapabilityRoutes } from './http/capability.ts';
 import { devicePagesRouter } from './http/device/router.ts';
 import { discoveryRouter } from './http/discovery.ts';
 import { errorHandler, notFoundHandler } from './http/errors.ts';
@@ -130,8 +130,9 @@ function buildApp(input: AppDependencies): App {
   app.use(express.json({ limit: config.MAX_BODY_BYTES, strict: false, type: ['application/json', 'application/*+json'] }));
   app.use(bodyDepthLimit(config.MAX_JSON_DEPTH));
   // The capability routes first: execute is the hot path, and every router a request passes
-  // through before its own costs it a round of path matching.
-  app.use(capabilityRouter(deps));
+  // through before its own costs it a round of path matching. They are the app's own routes, not a
+  // router of their own, for the same reason.
+  addCapabilityRoutes(app, deps);
   app.use(discoveryRouter(deps));
   app.use(healthRouter(deps));
   app.use(openApiRouter(config));

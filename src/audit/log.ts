@@ -183,7 +183,7 @@ export class AuditLog {
    * window's summary. `capped`: an event anyone can cause at volume, so it counts against the
    * per-window allowance (CAPPED_EVENTS_PER_WINDOW).
    */
-  record(event: AuditEventInput, options: { capped?: boolean } = {}): void {
+  record(event: AuditEventInput, options?: { capped?: boolean }): void {
     if (!this.#options.enabled) return;
     if (this.#closed) {
       // The drain waits for every handler before the log closes, so this is a bug, not a race.
@@ -195,9 +195,10 @@ export class AuditLog {
       const nowMs = this.#now();
       this.#rollWindow(nowMs);
       this.#endRefusalWindows(nowMs, false);
-      const refusal = refusalKey(event, options.capped === true);
+      const capped = options?.capped === true;
+      const refusal = refusalKey(event, capped);
       if (refusal !== null && this.#countRepeat(refusal.key, refusal.fields, nowMs)) return;
-      if (options.capped && ++this.#window.count > CAPPED_EVENTS_PER_WINDOW) {
+      if (capped && ++this.#window.count > CAPPED_EVENTS_PER_WINDOW) {
         this.#window.suppressed++;
         this.#counters.suppressed++;
         return;

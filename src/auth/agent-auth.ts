@@ -8,7 +8,7 @@ import type { CallerBudgets } from './budgets.ts';
 import { noteAgent } from '../request-context.ts';
 import type { AgentRecords, ReplayRecords } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
-import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
+import { checkAudience, checkTimeAndJti, decodeJwt, ed25519SignatureVerifies, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
 import type { AgentKeyCache, CachedAgentKey } from './key-cache.ts';
 
 export interface VerifiedAgent {
@@ -77,9 +77,28 @@ export class AgentAuthenticator {
    * The execute path's signature check (DESIGN §2 step 3): the cached key when the signature
    * verifies with it; on a miss or a failure (the key may have been rotated on another instance
    * before the invalidation arrived), the stored key, once. Nothing is written.
+   *
+   * A cached Ed25519 key that verifies the token (every execute of a known agent, but for a
+   * rotation) is answered at once, not as a promise: its verification is synchronous, and on the
+   * hot path a promise and a suspension per call were allocations for nothing. Every other case
+   * answers a promise. Either way, a refusal is an ApiError (thrown at once, or the rejection).
    */
-  async verifyWithCachedKey(agentId: string, decoded: DecodedJwt): Promise<CachedAgentKey> {
+  verifyWithCachedKey(agentId: string, decoded: DecodedJwt): CachedAgentKey | Promise<CachedAgentKey> {
     const cached = this.#deps.keys.get(agentId);
+    if (cached?.alg === 'EdDSA') {
+      if (ed25519SignatureVerifies(decoded, cached)) {
+        noteAgent(agentId, cached.hostId);
+        return cached;
+      }
+      // Refused: the key may be stale, so the stored one is tried (as below, for a refused signature).
+      this.#deps.keys.invalidate(agentId);
+      return this.#verifyWithStoredKey(agentId, decoded, cached);
+    }
+    return this.#verifyWithCachedKeyLater(agentId, decoded, cached);
+  }
+
+  /** verifyWithCachedKey for a cached key that is not Ed25519 (verified through jose), or none. */
+  async #verifyWithCachedKeyLater(agentId: string, decoded: DecodedJwt, cached: CachedAgentKey | undefined): Promise<CachedAgentKey> {
     if (cached) {
       try {
         await verifySignature(decoded, cached);
@@ -91,10 +110,15 @@ export class AgentAuthenticator {
         this.#deps.keys.invalidate(agentId);
       }
     }
+    return this.#verifyWithStoredKey(agentId, decoded, cached);
+  }
+
+  /** The stored key, once the cached one (`refused`, if there was one) could not verify the token. */
+  async #verifyWithStoredKey(agentId: string, decoded: DecodedJwt, refused: CachedAgentKey | undefined): Promise<CachedAgentKey> {
     const snapshot = await this.#deps.store.getAgent(agentId);
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     const fresh = await this.#deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
-    if (cached?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
+    if (refused?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
     await verifySignature(decoded, fresh);
     noteAgent(agentId, fresh.hostId);
     return fresh;

@@ -43,11 +43,13 @@ export function bearerToken(header: string | undefined): string | null {
 /** Decodes header and claims without trusting them, and checks `typ` first (DESIGN §2 step 2). */
 export function decodeJwt(token: string, expectedTyp: 'host+jwt' | 'agent+jwt'): DecodedJwt {
   if (token.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(token)) throw invalid('bearer token is not a compact JWT');
-  const [h, p] = token.split('.') as [string, string, string];
-  const header = decodeSegment(h, 'header');
+  // COMPACT_JWS made sure there are exactly two dots; the segments are sliced out rather than split,
+  // which would also copy the signature.
+  const firstDot = token.indexOf('.');
+  const header = decodeSegment(token.slice(0, firstDot), 'header');
   if (header.typ !== expectedTyp) throw invalid(`JWT typ must be ${expectedTyp}`);
   if (header.crit !== undefined) throw invalid('JWT crit headers are not supported');
-  return { token, header, claims: decodeSegment(p, 'payload') };
+  return { token, header, claims: decodeSegment(token.slice(firstDot + 1, token.indexOf('.', firstDot + 1)), 'payload') };
 }
 
 /**
@@ -75,9 +77,18 @@ export function checkTimeAndJti(claims: Record<string, unknown>, rules: TimeRule
 /** The `aud` claim (string or array) must contain one of the accepted audiences. */
 export function checkAudience(claims: Record<string, unknown>, accepted: readonly string[]): void {
   const aud = claims.aud;
-  const values = typeof aud === 'string' ? [aud] : Array.isArray(aud) ? aud : [];
-  const normalised = values.filter((v): v is string => typeof v === 'string').map((v) => v.replace(/\/+$/, ''));
-  if (!normalised.some((v) => accepted.includes(v))) throw invalid('JWT aud does not name this server');
+  // Looked through in place (every agent request passes here): no list of the audiences is built.
+  if (typeof aud === 'string') {
+    if (accepted.includes(withoutTrailingSlashes(aud))) return;
+  } else if (Array.isArray(aud)) {
+    for (const value of aud as unknown[]) if (typeof value === 'string' && accepted.includes(withoutTrailingSlashes(value))) return;
+  }
+  throw invalid('JWT aud does not name this server');
+}
+
+/** An audience as compared: trailing slashes do not count (the string itself when it has none). */
+function withoutTrailingSlashes(audience: string): string {
+  return audience.endsWith('/') ? audience.replace(/\/+$/, '') : audience;
 }
 
 /** The time rules at `nowMs` for the configured lifetime cap and skew (both authenticators use them). */
@@ -108,17 +119,33 @@ export async function verifySignature(decoded: DecodedJwt, key: VerifyKey): Prom
   }
 }
 
+/**
+ * verifySignature's answer for an Ed25519 key, given at once: true when it would resolve, false
+ * when it would refuse (invalid_jwt). Ed25519 verification is synchronous, so the execute hot path
+ * checks a cached key with this and awaits nothing (agent-auth.ts verifyWithCachedKey).
+ */
+export function ed25519SignatureVerifies(decoded: DecodedJwt, key: Extract<VerifyKey, { alg: 'EdDSA' }>): boolean {
+  return decoded.header.alg === key.alg && verifyEd25519(decoded.token, key.ed25519);
+}
+
 /** An Ed25519 signature is 64 bytes: 86 base64url characters without padding. */
 const ED25519_SIGNATURE_CHARS = 86;
+
+/**
+ * The canonical spelling of a 64-byte value in base64url: 85 characters that carry 6 bits each, then
+ * one that carries the last 2 bits and 4 spare bits, which must be zero (A, Q, g or w).
+ */
+const CANONICAL_ED25519_SIGNATURE = /^[A-Za-z0-9_-]{85}[AQgw]$/;
 
 function verifyEd25519(token: string, key: Ed25519PublicKey): boolean {
   const lastDot = token.lastIndexOf('.');
   const encoded = token.slice(lastDot + 1);
   if (encoded.length !== ED25519_SIGNATURE_CHARS) return false;
-  const signature = Buffer.from(encoded, 'base64url');
   // The last character has spare bits, so one signature has several spellings; only the canonical
-  // one is accepted, as for keys (a token has exactly one spelling).
-  if (signature.toString('base64url') !== encoded) return false;
+  // one is accepted, as for keys (a token has exactly one spelling). Checked on the text: it is
+  // what re-encoding the decoded bytes and comparing would answer, without the re-encoded copy.
+  if (!CANONICAL_ED25519_SIGNATURE.test(encoded)) return false;
+  const signature = Buffer.from(encoded, 'base64url');
   // decodeJwt made sure the token is base64url and dots only, so latin1 is its ASCII signing input.
   return key.verify(Buffer.from(token.slice(0, lastDot), 'latin1'), signature);
 }

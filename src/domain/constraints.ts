@@ -26,6 +26,22 @@ export function unknownOperators(constraints: Constraints | undefined | null, re
 }
 
 /**
+ * True when `constraints` use an operator the registry does not know: unknownOperators(...).length
+ * > 0, answered without building the list. Execute asks it of every active grant on every call,
+ * and the answer is almost always no.
+ */
+export function usesUnknownOperator(constraints: Constraints | undefined | null, registry: Pick<OperatorRegistry, 'has'>): boolean {
+  if (!constraints) return false;
+  for (const field in constraints) {
+    if (!Object.hasOwn(constraints, field)) continue;
+    const value = constraints[field];
+    if (!isPlainObject(value)) continue;
+    for (const op in value) if (Object.hasOwn(value, op) && !registry.has(op)) return true;
+  }
+  return false;
+}
+
+/**
  * 400 unknown_constraint_operator: names the unknown operators (`unknown_operators`) and every one
  * this server knows now (`known_operators`, built-ins and plugins), so the client can fix its
  * request without reading the server's configuration.

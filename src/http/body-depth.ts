@@ -7,13 +7,34 @@ import { ApiError } from '../errors.ts';
 
 /** True when `value` nests objects and arrays more than `maxDepth` levels deep (`{}` is 1 level). */
 function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
-  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
-  while (stack.length > 0) {
-    const { value: current, depth } = stack.pop()!;
-    if (current === null || typeof current !== 'object') continue;
-    if (depth + 1 > maxDepth) return true;
-    for (const child of Object.values(current)) {
-      if (child !== null && typeof child === 'object') stack.push({ value: child, depth: depth + 1 });
+  if (value === null || typeof value !== 'object') return false;
+  if (maxDepth < 1) return true;
+  // Every body passes here, so the walk allocates little: two parallel stacks (the objects still to
+  // look into and their levels) instead of an entry object per node, and the children are read in
+  // place (an index loop for arrays, for...in with an own-property check for objects) instead of
+  // through an Object.values copy. An object is refused as soon as it is found below the limit.
+  const pending: object[] = [value];
+  const levels: number[] = [1];
+  while (pending.length > 0) {
+    const current = pending.pop()!;
+    const childLevel = levels.pop()! + 1;
+    if (Array.isArray(current)) {
+      for (let i = 0; i < current.length; i++) {
+        const child: unknown = current[i];
+        if (child === null || typeof child !== 'object') continue;
+        if (childLevel > maxDepth) return true;
+        pending.push(child);
+        levels.push(childLevel);
+      }
+    } else {
+      for (const key in current) {
+        if (!Object.hasOwn(current, key)) continue;
+        const child: unknown = (current as Record<string, unknown>)[key];
+        if (child === null || typeof child !== 'object') continue;
+        if (childLevel > maxDepth) return true;
+        pending.push(child);
+        levels.push(childLevel);
+      }
     }
   }
   return false;

@@ -1,5 +1,5 @@
 // Capability resources (protocol §4.1, §4.2, §9).
-import { Router } from 'express';
+import type { IRouter } from 'express';
 import { describeCapability, grantStatus, listCapabilities, resolveViewer } from '../services/capabilities.ts';
 import { executeBatch } from '../services/batch-execute.ts';
 import { spendAddressBudget } from '../services/budgets.ts';
@@ -8,8 +8,12 @@ import { executeCapability } from '../services/execute.ts';
 import { parseWith, tokenOf } from './parse.ts';
 import { batchExecuteBodySchema, describeQuerySchema, executeBodySchema, listQuerySchema } from './schemas.ts';
 
-export function capabilityRouter(deps: ServiceDeps): Router {
-  const router = Router();
+/**
+ * Adds the capability routes to `router`. The app passes itself (src/app.ts), so the hot path's
+ * route is matched by the app's own router rather than through a nested one, whose entry and exit
+ * (path trimming, saving and restoring the request's routing state) cost every execute.
+ */
+export function addCapabilityRoutes(router: IRouter, deps: ServiceDeps): void {
   // Anonymous listing and describe spend the caller address's budget (protocol §11.5).
   router.get(['/capability/list', '/capability/describe'], async (req, _res, next) => {
     if (!req.headers.authorization) await spendAddressBudget(deps, req.ip);
@@ -63,6 +67,4 @@ export function capabilityRouter(deps: ServiceDeps): Router {
     const responses = await executeBatch(deps, tokenOf(req), body.requests, res.locals.requestId as string | undefined);
     res.json({ responses });
   });
-
-  return router;
 }

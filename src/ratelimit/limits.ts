@@ -147,21 +147,23 @@ export class RateLimits {
    * `consume` gives, and a refused spend still counts.
    */
   callerSpend(agentId: string, hostId: string, points: number): CallerSpend {
-    const budgets = [['agent', agentId], ['host', hostId]] as const;
     if (!this.countersInStore) {
-      const spent = Promise.all(budgets.map(([name, key]) => this.consume(name, key, points)));
+      const spent = Promise.all([this.consume('agent', agentId, points), this.consume('host', hostId, points)]);
       spent.catch(() => undefined);
       return { counters: [], verdict: async () => void (await spent) };
     }
-    const counters = budgets.map(([name, key]) => {
-      const limiter = this.limiters[name];
-      return { key: limiter.getKey(budgetKey(key)), points, windowSeconds: limiter.duration };
-    });
+    // The two budgets written out, with no list of them to map over: this runs on every execute.
+    const { agent, host } = this.limiters;
+    const counters = [
+      { key: agent.getKey(budgetKey(agentId)), points, windowSeconds: agent.duration },
+      { key: host.getKey(budgetKey(hostId)), points, windowSeconds: host.duration },
+    ];
     return {
       counters,
       verdict: async (counts) => {
-        if (counts?.length !== budgets.length) throw new Error('the store did not count the budgets it was given');
-        budgets.forEach(([name, key], i) => this.judge(this.limiters[name], name, name, key, points, counts[i]!));
+        if (counts?.length !== counters.length) throw new Error('the store did not count the budgets it was given');
+        this.judge(agent, 'agent', 'agent', agentId, points, counts[0]!);
+        this.judge(host, 'host', 'host', hostId, points, counts[1]!);
       },
     };
   }

@@ -5,6 +5,7 @@
 // agent repeats (say, a revoked agent calling on) is recorded once per window, its repeats counted
 // into one summary, keyed by agent and code, never by the capability it names (audit/events.ts
 // refusalKey).
+import type { AuditEventInput } from '../audit/events.ts';
 import type { AgentRecord } from '../domain/types.ts';
 import { isApiError } from '../errors.ts';
 import type { ServiceDeps } from './deps.ts';
@@ -56,8 +57,12 @@ export function recordCallRefused(deps: Pick<ServiceDeps, 'audit'>, agent: Agent
 export function recordCallAllowed(
   deps: Pick<ServiceDeps, 'audit'>, agent: AgentRecord, grantId: string, capability: string, err: unknown, context: CallContext,
 ): void {
-  deps.audit.record({
+  // Built member by member rather than with spreads (one event per execute): the same members in
+  // the same order, `code` only when the handler failed, then the context's.
+  const event: AuditEventInput = {
     type: 'execute.allowed', actor: 'agent', agent_id: agent.id, host_id: agent.hostId, person_id: agent.userId, capability, grant_id: grantId,
-    outcome: err === null ? 'completed' : 'failed', ...(err === null ? {} : { code: codeOf(err) }), ...context,
-  });
+    outcome: err === null ? 'completed' : 'failed',
+  };
+  if (err !== null) event.code = codeOf(err);
+  deps.audit.record(Object.assign(event, context));
 }

@@ -3,19 +3,19 @@
 import { assertIssuer } from '../auth/agent-auth.ts';
 import type { CachedAgentKey } from '../auth/key-cache.ts';
 import { jsonText } from '../domain/consent-text.ts';
-import { unknownOperators, unknownOperatorsError } from '../domain/constraints.ts';
+import { unknownOperators, unknownOperatorsError, usesUnknownOperator } from '../domain/constraints.ts';
 import { agentRefusal, effectiveStatus } from '../domain/lifecycle.ts';
 import type { AgentRecord, GrantRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { Capability } from '../catalog/catalog.ts';
 import { CapabilityBackendError } from '../execution/handlers.ts';
-import { answersFor, pluginCalls } from '../operators/plugin-calls.ts';
+import { answersFor, pluginCalls, type PluginCall } from '../operators/plugin-calls.ts';
 import { SandboxUnavailableError } from '../operators/sandbox.ts';
 import type { OperatorEvaluator } from '../policy/engine.ts';
 import { decideOrRefuse } from '../policy/fail-closed.ts';
 import type { Violation } from '../policy/types.ts';
 import type { AuditHandover } from '../audit/log.ts';
-import type { AgentRecords, CounterCount, ExecuteRoundTripResult, StoreBackend } from '../store/store.ts';
+import type { AgentRecords, CounterCount, ExecuteRoundTrip, ExecuteRoundTripResult, StoreBackend } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDepsOver } from './deps.ts';
 import { recordCallAllowed, recordCallRefused, recordRefusedWhole, type AuditedCaller, type CallContext } from './execute-audit.ts';
@@ -80,7 +80,10 @@ export async function authenticateCalls(
   const unverified = deps.agentAuth.precheck(token, [config.executeUrl, config.issuer]);
   const { agentId } = unverified;
   // Step 3: verify with the cached key (a cold cache costs one read), before anything is written.
-  let key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
+  // A cached key that verifies answers at once (not a promise): only a load is awaited, so the
+  // common case does not suspend here (agent-auth.ts says why).
+  const verified = deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
+  let key = verified instanceof Promise ? await verified : verified;
   caller.agentId = agentId;
   caller.hostId = key.hostId;
   // Step 4: one command confirms the key version, records the jti, extends the session, spends
@@ -91,12 +94,13 @@ export async function authenticateCalls(
   const calls = callCapabilities.length;
   const budgets = deps.limits.callerSpend(agentId, key.hostId, calls);
   const roundTrip = (k: CachedAgentKey, audit: AuditHandover | null) => {
-    const sent = store.executeRoundTrip({
+    const request: ExecuteRoundTrip = {
       agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
       capabilities, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
       counters: budgets.counters,
-      ...(audit ? { audit: { records: audit.records, maxEvents: audit.maxEvents } } : {}),
-    });
+    };
+    if (audit) request.audit = { records: audit.records, maxEvents: audit.maxEvents };
+    const sent = store.executeRoundTrip(request);
     audit?.settle(sent.then((result) => result.auditWritten));
     return sent;
   };
@@ -198,12 +202,14 @@ async function decideCall(
   }
   const active = activeGrants(grants, request.capability, nowMs);
   const args = validatedArguments(capability, request.arguments);
-  const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];
-  if (unknown.length > 0) {
+  if (active.some((g) => usesUnknownOperator(g.constraints, deps.operators))) {
+    const unknown = [...new Set(active.flatMap((g) => unknownOperators(g.constraints, deps.operators)))];
     throw unknownOperatorsError(`the grant uses constraint operator(s) this server no longer knows: ${unknown.join(', ')}`, unknown, deps.operators);
   }
   // Step 8: the policy decides on the constraints; plugin operators were answered in the sandbox.
-  const operator = await pluginAnswers(deps, active, args);
+  const calls = pluginCalls(active, args, (name) => deps.operators.isPlugin(name));
+  // Most grants use no plugin operator: then nothing is awaited.
+  const operator = calls.length === 0 ? NO_PLUGIN_CALLS : await pluginAnswers(deps, calls, active);
   const decision = decideOrRefuse(deps.logger, 'agentgate/execute', () => deps.policy.decideExecute({
     now_ms: nowMs,
     agent: { id: agent.id, mode: agent.mode, host_id: agent.hostId },
@@ -279,9 +285,7 @@ function withMissingHints(violations: Violation[], args: Record<string, unknown>
  * The grants are the calling agent's own (one agent's snapshot), so the first names the agent the
  * sandbox is fair between, and each call names its grants, which an overrun trips.
  */
-async function pluginAnswers(deps: ExecuteDeps, grants: GrantRecord[], args: Record<string, unknown>): Promise<OperatorEvaluator> {
-  const calls = pluginCalls(grants, args, (name) => deps.operators.isPlugin(name));
-  if (calls.length === 0) return NO_PLUGIN_CALLS;
+async function pluginAnswers(deps: ExecuteDeps, calls: PluginCall[], grants: GrantRecord[]): Promise<OperatorEvaluator> {
   try {
     const outcomes = await deps.pluginSandbox.evaluate(calls, grants[0]!.agentId);
     return answersFor(calls, outcomes.map((o) => o.kind === 'allowed'));

@@ -2,6 +2,7 @@
 // keys share its id's hash tag (keys.ts), so every script over one agent is atomic on a Redis
 // Cluster too; the (host, key) index and the host's sets of agents and pending slots live in the
 // host's slot, written by the admission script.
+import type { AuditRecord } from '../../audit/events.ts';
 import type { AgentSnapshot } from '../../domain/types.ts';
 import {
   assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs, roundTripAudit, roundTripCapabilities, roundTripCounters,
@@ -13,6 +14,9 @@ import { AUDIT_EVENT_FIELD } from './audit-records.ts';
 import { decodeAgent, decodeCounts, decodeFlags, decodeGrants, decodeOptionalMs, decodeSnapshot, encodeAgent, encodeAgentPatch, grantTriple, msString, normalizeSnapshot } from './codec.ts';
 import { shareSlot } from './keys.ts';
 import { RedisRole, type RedisParts } from './parts.ts';
+
+/** No audit events (the round trip carries none, or they go apart on a Cluster). */
+const NO_EVENTS: readonly AuditRecord[] = [];
 
 export class RedisAgentRecords extends RedisRole implements AgentRecords {
   /** The trail a Redis Cluster appends the round trip's events through (see executeRoundTrip). */
@@ -152,16 +156,22 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
     const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
     if (!isTaggable(agentId)) return { kind: 'not_found', auditWritten: audit ? await this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [] };
     const { keys: k, cluster } = this.redis;
-    const agentKey = k.agent(agentId);
+    const agentKeys = k.agentRecord(agentId);
+    const agentKey = agentKeys[0];
     const inScript = cluster ? counters.filter((counter) => shareSlot(counter.key, agentKey)) : counters;
-    const events = cluster ? [] : (audit?.records ?? []);
-    // Issued before the script, in this tick: on a Cluster they travel beside it (an auto-pipeline per node).
+    const events = cluster ? NO_EVENTS : (audit?.records ?? NO_EVENTS);
+    // Issued before the script, in this tick: on a Cluster they travel beside it (an auto-pipeline per
+    // node). On a single Redis every counter and event is in the script, so nothing goes apart.
     const appendedApart = cluster && audit ? this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : null;
-    const spentApart = counters.map((counter) => (inScript.includes(counter) ? null : this.#spendApart(counter)));
+    const spentApart = cluster ? counters.map((counter) => (inScript.includes(counter) ? null : this.#spendApart(counter))) : null;
     // Read only once the script answered; until then a failure of theirs must not go unhandled.
-    for (const pending of [appendedApart, ...spentApart]) pending?.catch(() => undefined);
-    const reply = (await this.redis.scripts.agentgateExecute(
-      ...k.agentRecord(agentId),
+    appendedApart?.catch(() => undefined);
+    if (spentApart) for (const pending of spentApart) pending?.catch(() => undefined);
+    // The script's keys and arguments (scripts.ts EXECUTE_ROUND_TRIP) in one list, built in place and
+    // handed to ioredis as one argument: ioredis flattens a command's arguments, so this is the same
+    // command on the wire, and the list is not spread into a new array at each layer it passes.
+    const args: string[] = [
+      agentKeys[0], agentKeys[1], agentKeys[2], agentKeys[3],
       k.agentJti(agentId, request.jti),
       inScript[0]?.key ?? agentKey,
       inScript[1]?.key ?? agentKey,
@@ -174,30 +184,37 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
       String(events.length),
       String(audit?.maxEvents ?? 1),
       AUDIT_EVENT_FIELD,
-      ...inScript.flatMap((counter) => [String(counter.points), String(counter.windowSeconds)]),
-      ...events.map((record) => JSON.stringify(record)),
-      ...capabilities,
-    )) as [string, unknown, unknown, unknown?, unknown?, unknown?];
-    const [outcome, writtenFlags, countPairs, agentFields, session, grantJsons] = reply;
-    const auditWritten = appendedApart ? await appendedApart : decodeFlags(writtenFlags);
+    ];
+    for (const counter of inScript) args.push(String(counter.points), String(counter.windowSeconds));
+    for (const record of events) args.push(JSON.stringify(record));
+    for (const capability of capabilities) args.push(capability);
+    const reply = (await this.redis.scripts.agentgateExecute(args)) as [string, unknown, unknown, unknown?, unknown?, unknown?];
+    const outcome = reply[0];
+    const auditWritten = appendedApart ? await appendedApart : decodeFlags(reply[1]);
     if (outcome === 'not_found' || outcome === 'stale_key') {
       // These spend nothing (the retry of a stale key spends): what went beside is given back.
-      await Promise.all(counters.map(async (counter, i) => {
-        const spent = await spentApart[i]?.then(() => true, () => false);
-        if (spent) await this.redis.scripts.agentgateGiveBackCounter(counter.key, String(counter.points));
-      }));
+      if (spentApart) {
+        await Promise.all(counters.map(async (counter, i) => {
+          const spent = await spentApart[i]?.then(() => true, () => false);
+          if (spent) await this.redis.scripts.agentgateGiveBackCounter(counter.key, String(counter.points));
+        }));
+      }
       return { kind: outcome, auditWritten };
     }
-    const scriptCounts = decodeCounts(countPairs);
+    const scriptCounts = decodeCounts(reply[2]);
+    // In the order of `counters`: each from the script, or from its spend apart (Cluster only).
     const counts: CounterCount[] = [];
     let fromScript = 0;
-    for (let i = 0; i < counters.length; i++) counts.push(spentApart[i] ? await spentApart[i]! : scriptCounts[fromScript++]!);
+    for (let i = 0; i < counters.length; i++) {
+      const apart = spentApart?.[i];
+      counts.push(apart ? await apart : scriptCounts[fromScript++]!);
+    }
     if (outcome === 'replay') return { kind: 'replay', counts, auditWritten };
     return {
       kind: 'ok',
-      agent: decodeAgent(agentFields),
-      sessionExpiresAtMs: decodeOptionalMs(session, `session of agent ${agentId}`),
-      grants: decodeGrants(grantJsons).sort(byId),
+      agent: decodeAgent(reply[3]),
+      sessionExpiresAtMs: decodeOptionalMs(reply[4], `session of agent ${agentId}`),
+      grants: decodeGrants(reply[5]).sort(byId),
       counts,
       auditWritten,
     };

@@ -8,7 +8,7 @@ import { AGENT_FIELDS, GRANT_FIELDS, HOST_FIELDS, type AgentPatch, type HostPatc
 import type { CounterCount } from '../store.ts';
 import {
   compileTable,
-  decodeHash,
+  decodeFlatHash,
   decodeJson,
   decodeOptionalMs,
   encodeHash,
@@ -16,7 +16,6 @@ import {
   encodeHashValue,
   encodeJson,
   fieldNamed,
-  fieldsFromFlat,
   malformed,
   type FlatFields,
 } from './field-codec.ts';
@@ -42,8 +41,7 @@ export function encodeAgentPatch(patch: AgentPatch): { set: FlatFields; unset: s
 }
 
 export function decodeAgent(flat: unknown): AgentRecord {
-  const fields = fieldsFromFlat(flat, 'agent');
-  return decodeHash<AgentRecord>(AGENT, fields, `agent ${fields.get('id') ?? '(no id)'}`);
+  return decodeFlatHash<AgentRecord>(AGENT, flat, 'agent');
 }
 
 // ---- hosts ---------------------------------------------------------------------------------------
@@ -72,8 +70,7 @@ export function encodeHostKey(next: Pick<HostRecord, 'thumbprint' | 'publicJwk' 
 }
 
 export function decodeHost(flat: unknown): HostRecord {
-  const fields = fieldsFromFlat(flat, 'host');
-  return decodeHash<HostRecord>(HOST, fields, `host ${fields.get('id') ?? '(no id)'}`);
+  return decodeFlatHash<HostRecord>(HOST, flat, 'host');
 }
 
 // ---- grants --------------------------------------------------------------------------------------

@@ -151,32 +151,52 @@ function fieldIsNot(what: string, field: string, expected: string): never {
   return malformed(what, `field "${field}" is ${expected}`);
 }
 
-/** Turns an HGETALL reply into a field map, refusing anything that is not a flat list of strings. */
-export function fieldsFromFlat(flat: unknown, what: string): Map<string, string> {
+/** Each compiled table's field positions by name, made on first use (see decodeFlatHash). */
+const positionsByTable = new WeakMap<readonly Field[], ReadonlyMap<string, number>>();
+
+function positionsOf(fields: readonly Field[]): ReadonlyMap<string, number> {
+  let positions = positionsByTable.get(fields);
+  if (positions === undefined) {
+    positions = new Map(fields.map((field, i) => [field.name, i]));
+    positionsByTable.set(fields, positions);
+  }
+  return positions;
+}
+
+/**
+ * Reads a record out of an HGETALL reply (`[field, value, ...]`, all strings), parsing numbers and
+ * JSON explicitly. Anything that is not a flat list of strings is refused first (errors name
+ * `what`, "agent"); then the table's fields are read in table order (errors name the record, "agent
+ * agt_1"). A field repeated in the reply counts with its last value; fields the table does not name
+ * are ignored. The execute hot path decodes an agent on every call, so no map of the reply's
+ * fields is built (a Map of some twenty entries was the largest allocation of that decode): a small
+ * array holds where each table field's value sits in the reply instead.
+ */
+export function decodeFlatHash<R>(fields: readonly Field[], flat: unknown, what: string): R {
   if (!Array.isArray(flat) || flat.length % 2 !== 0) malformed(what, 'expected a flat list of hash fields');
-  const fields = new Map<string, string>();
+  const positions = positionsOf(fields);
+  // Where each table field's value is in `flat` (-1: absent), in table order.
+  const valueAt = new Array<number>(fields.length).fill(-1);
+  let idAt = -1;
   for (let i = 0; i < flat.length; i += 2) {
     const field: unknown = flat[i];
     const value: unknown = flat[i + 1];
     if (typeof field !== 'string' || typeof value !== 'string') malformed(what, 'non-string hash field');
-    fields.set(field, value);
+    const position = positions.get(field);
+    if (position !== undefined) valueAt[position] = i + 1;
+    if (field === 'id') idAt = i + 1;
   }
-  return fields;
-}
-
-/**
- * Reads a record out of hash fields (all strings), parsing numbers and JSON explicitly. `what` names
- * the record in errors ("agent agt_1").
- */
-export function decodeHash<R>(fields: readonly Field[], hash: Map<string, string>, what: string): R {
+  const named = `${what} ${idAt === -1 ? '(no id)' : (flat[idAt] as string)}`;
   const out: Record<string, unknown> = {};
-  for (const field of fields) {
-    const raw = hash.get(field.name);
-    if (raw === undefined) {
+  for (let f = 0; f < fields.length; f++) {
+    const field = fields[f]!;
+    const at = valueAt[f]!;
+    if (at === -1) {
       if (field.optional) continue;
-      fieldIsNot(what, field.name, 'missing');
+      fieldIsNot(named, field.name, 'missing');
     }
-    out[field.name] = field.kind === 'string' ? raw : decodeHashValue(field, raw, what);
+    const raw = flat[at] as string;
+    out[field.name] = field.kind === 'string' ? raw : decodeHashValue(field, raw, named);
   }
   return out as R;
 }

@@ -91,7 +91,10 @@ export function keyLayout(prefix: string): KeyLayout {
     session: (agentId) => `${agentTag(agentId)}:session`,
     grants: (agentId) => `${agentTag(agentId)}:grants`,
     grantsByCapability: (agentId) => `${agentTag(agentId)}:grants:cap`,
-    agentRecord: (agentId) => [agentTag(agentId), `${agentTag(agentId)}:session`, `${agentTag(agentId)}:grants`, `${agentTag(agentId)}:grants:cap`],
+    agentRecord: (agentId) => {
+      const tag = agentTag(agentId);
+      return [tag, `${tag}:session`, `${tag}:grants`, `${tag}:grants:cap`];
+    },
     agentJti: (agentId, jti) => `${agentTag(agentId)}:jti:${jti}`,
     statusPoll: (agentId) => `${agentTag(agentId)}:poll`,
     host: (hostId) => hostTag(hostId),

@@ -7,8 +7,12 @@ import type { RedisConnection } from './connection.ts';
 import type { KeyLayout } from './keys.ts';
 import type { ScriptName } from './scripts.ts';
 
-/** The scripts as ioredis exposes them after defineCommand: keys first, then arguments. */
-export type ScriptCommands = Record<ScriptName, (...keysThenArgs: string[]) => Promise<unknown>>;
+/**
+ * The scripts as ioredis exposes them after defineCommand: keys first, then arguments. ioredis
+ * flattens a command's arguments, so a list may stand for several of them (the hot path passes its
+ * whole argument list as one).
+ */
+export type ScriptCommands = Record<ScriptName, (...keysThenArgs: Array<string | readonly string[]>) => Promise<unknown>>;
 
 export interface RedisParts {
   connection: RedisConnection;

@@ -10,6 +10,7 @@
 // The profile's sizes are V8's estimates from its samples (one per ~512 bytes allocated), so small
 // rows are noisy; the total is close to what bench/heap-allocation-probe.ts counts for the window.
 import { readFileSync } from 'node:fs';
+import { sourceOf } from './profile-frames.ts';
 
 interface CallFrame {
   functionName: string;
@@ -38,19 +39,13 @@ const top = Number(topArg ?? 30);
 const requests = requestsArg === undefined ? undefined : Number(requestsArg);
 const profile = JSON.parse(readFileSync(file, 'utf8')) as HeapProfile;
 
-/** Where a frame's code lives: a package, one of our files, Node internals or the VM itself. */
-function sourceOf(frame: CallFrame): string {
-  const { url, functionName } = frame;
-  if (url === '') return functionName.startsWith('(') ? functionName : '(native)';
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (pkg) return pkg[1]!;
-  if (url.startsWith('node:')) return 'node internals';
-  const ours = /\/(src|plugins|bench)\/(.*)$/.exec(url);
-  return ours ? `${ours[1]}/${ours[2]}` : url;
+/** Where a frame's code lives (profile-frames.ts). */
+function frameSource(frame: CallFrame): string {
+  return sourceOf(frame.url, frame.functionName);
 }
 
 function nameOf(frame: CallFrame): string {
-  const where = frame.url ? ` ${sourceOf(frame)}:${frame.lineNumber + 1}` : '';
+  const where = frame.url ? ` ${frameSource(frame)}:${frame.lineNumber + 1}` : '';
   return `${frame.functionName || '(anonymous)'}${where}`;
 }
 
@@ -77,7 +72,7 @@ while (pending.length > 0) {
   const bytes = node.selfSize;
   if (bytes > 0) {
     total += bytes;
-    add(bySource, sourceOf(node.callFrame), bytes);
+    add(bySource, frameSource(node.callFrame), bytes);
     add(byCallerOfBuiltins, scripted, bytes);
     add(byFunction, name, bytes);
     add(byStack, here.slice(-4).reverse().join(' ← '), bytes);

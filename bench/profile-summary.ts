@@ -3,6 +3,7 @@
 // (a package under node_modules, a file of ours, or Node's internals), so a profile can be read
 // and recorded in bench/RESULTS.md without a browser.
 import { readFileSync } from 'node:fs';
+import { sourceOf } from './profile-frames.ts';
 
 interface ProfileNode {
   id: number;
@@ -24,16 +25,6 @@ if (!file) {
 const top = Number(topArg ?? 25);
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-
-/** Where a frame's code lives: a package, one of our files, Node internals or the VM itself. */
-function sourceOf(url: string, functionName: string): string {
-  if (url === '') return functionName.startsWith('(') ? functionName : '(native)';
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (pkg) return pkg[1]!;
-  if (url.startsWith('node:')) return 'node internals';
-  const ours = /\/(src|plugins|bench)\/(.*)$/.exec(url);
-  return ours ? `${ours[1]}/${ours[2]}` : url;
-}
 
 const selfByFunctionUs = new Map<string, number>();
 const selfBySourceUs = new Map<string, number>();

@@ -95,8 +95,12 @@ export const MAX_ROUND_TRIP_AUDIT_EVENTS = 256;
 
 /** What every outcome of a round trip reports besides its own: what it did with the audit events it carried. */
 interface RoundTripAppends {
-  /** Per event of `audit`, in order, whether it was appended (empty when none were carried). */
-  auditWritten: boolean[];
+  /**
+   * Per event of `audit`, in order, whether it was appended (empty when none were carried). A
+   * promise where the events went to another node than the script's (a Redis Cluster): the round
+   * trip's answer never waits for the audit trail, so a lost audit node refuses no execute.
+   */
+  auditWritten: boolean[] | Promise<boolean[]>;
 }
 
 export type ExecuteRoundTripResult = RoundTripAppends & (

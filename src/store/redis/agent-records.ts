@@ -154,7 +154,7 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
     const counters = roundTripCounters(request);
     const audit = roundTripAudit(request);
     const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
-    if (!isTaggable(agentId)) return { kind: 'not_found', auditWritten: audit ? await this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [] };
+    if (!isTaggable(agentId)) return { kind: 'not_found', auditWritten: audit ? this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [] };
     const { keys: k, cluster } = this.redis;
     const agentKeys = k.agentRecord(agentId);
     const agentKey = agentKeys[0];
@@ -190,7 +190,8 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
     for (const capability of capabilities) args.push(capability);
     const reply = (await this.redis.scripts.agentgateExecute(args)) as [string, unknown, unknown, unknown?, unknown?, unknown?];
     const outcome = reply[0];
-    const auditWritten = appendedApart ? await appendedApart : decodeFlags(reply[1]);
+    // Not awaited: on a Cluster the execute does not wait for the stream's node (store.ts says why).
+    const auditWritten = appendedApart ?? decodeFlags(reply[1]);
     if (outcome === 'not_found' || outcome === 'stale_key') {
       // These spend nothing (the retry of a stale key spends): what went beside is given back.
       if (spentApart) {

@@ -487,16 +487,14 @@ describe('one master of a Redis Cluster is lost and nothing replaces it', () => 
     const client = new Client(server);
     const keys = keyLayout(server.config.REDIS_KEY_PREFIX);
     const ownerOf = await slotOwners(cluster);
-    const masters = cluster.nodes.map((n) => n.port);
-    // A master to lose such that one agent lives wholly elsewhere (its records and its host's)
-    // and another agent's records live on it.
+    // The master to lose is the audit stream's: execute appends the queued events beside its script
+    // there (store/redis/agent-records.ts), and a lost audit node must refuse no execute. One agent
+    // lives wholly elsewhere (its records and its host's), another agent's records live on it.
+    const port = ownerOf(keys.auditStream);
     const choose = (placed: readonly Placed[]) => {
-      for (const port of masters) {
-        const away = placed.find((x) => x.agentMaster !== port && x.hostMaster !== port);
-        const on = placed.find((x) => x.agentMaster === port);
-        if (away && on) return { port, away: away.agent, on: on.agent };
-      }
-      return null;
+      const away = placed.find((x) => x.agentMaster !== port && x.hostMaster !== port);
+      const on = placed.find((x) => x.agentMaster === port);
+      return away && on ? { port, away: away.agent, on: on.agent } : null;
     };
     const placed = await placeAgents(client, keys, ownerOf, (p) => choose(p) !== null, 60);
     const chosen = choose(placed)!;
@@ -510,7 +508,7 @@ describe('one master of a Redis Cluster is lost and nothing replaces it', () => 
     await closeAfterLoss(server, cluster);
   });
 
-  it('an agent whose keys and whose host’s keys live on healthy masters keeps executing; an agent on the lost master gets 503', async () => {
+  it('an agent whose keys and whose host’s keys live on healthy masters keeps executing, though the audit stream’s master is the one lost; an agent on the lost master gets 503', async () => {
     const client = new Client(server!);
     // The two run side by side: the refusals of the agent on the lost master, however long they
     // take, must not hold up the other agent's executes.

@@ -109,20 +109,31 @@ export class WasmPolicyEngine implements PolicyEngine {
 
   /**
    * Re-reads the artefact and its golden decisions, loads and checks them, then swaps them in.
-   * On any failure it throws PolicyLoadError and the active artefact keeps serving.
+   * Given `artefact`, those bytes are loaded instead of the file's (a previewed artefact, or a
+   * promoted shadow), still checked against the golden decisions on disk. On any failure it throws
+   * PolicyLoadError and the active artefact keeps serving.
    */
-  reload(): Promise<void> {
-    const run = this.#reloads.then(() => this.#reload());
+  reload(artefact?: Uint8Array): Promise<void> {
+    const run = this.#reloads.then(() => this.#reload(artefact));
     this.#reloads = run.catch(() => undefined);
     return run;
   }
 
-  async #reload(): Promise<void> {
-    const { wasmPath, goldenPath } = this.#options;
-    let bytes: Buffer;
+  /** The artefact file's bytes as they are on disk now: what a reload without bytes would load. */
+  async readArtefact(): Promise<Buffer> {
+    try {
+      return await readFile(this.#options.wasmPath);
+    } catch (error) {
+      throw new PolicyLoadError(`cannot read the policy: ${describe(error)}`, { cause: error });
+    }
+  }
+
+  async #reload(artefact: Uint8Array | undefined): Promise<void> {
+    const { goldenPath } = this.#options;
+    let bytes: Uint8Array;
     let golden: GoldenCase[];
     try {
-      bytes = await readFile(wasmPath);
+      bytes = artefact ?? await readFile(this.#options.wasmPath);
       golden = parseGolden(await readFile(goldenPath, 'utf8'));
     } catch (error) {
       throw new PolicyLoadError(`cannot read the policy: ${describe(error)}`, { cause: error });
@@ -135,7 +146,15 @@ export class WasmPolicyEngine implements PolicyEngine {
     this.#active = next;
   }
 
-  async #load(bytes: Buffer): Promise<Artefact> {
+  /** Serves `artefact` without golden decisions: only for candidates (loadCandidateEngine). */
+  async installWithoutGolden(artefact: Uint8Array): Promise<void> {
+    const next = await this.#load(artefact);
+    next.generation = (this.#active?.generation ?? 0) + 1;
+    next.loadedAtMs = Date.now();
+    this.#active = next;
+  }
+
+  async #load(bytes: Uint8Array): Promise<Artefact> {
     let module: CompiledModule;
     let instance: OpaWasm.LoadedPolicy;
     try {
@@ -213,6 +232,17 @@ export class WasmPolicyEngine implements PolicyEngine {
     if (this.#active === null) throw new PolicyError('no policy is loaded');
     return this.#active;
   }
+}
+
+/**
+ * A candidate artefact from its bytes, for a preview or a shadow (preview.ts): its entrypoints are
+ * checked, no golden decision is (a candidate is judged by what it would change, and a reload checks
+ * the golden decisions before it serves). Throws PolicyLoadError when the bytes are not a policy.
+ */
+export async function loadCandidateEngine(artefact: Uint8Array, memoryMaxPages?: number): Promise<WasmPolicyEngine> {
+  const engine = new WasmPolicyEngine({ wasmPath: '', goldenPath: '', ...(memoryMaxPages === undefined ? {} : { memoryMaxPages }) });
+  await engine.installWithoutGolden(artefact);
+  return engine;
 }
 
 /** Loads the artefact and its golden decisions; throws PolicyLoadError when either is refused. */

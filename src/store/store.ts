@@ -59,6 +59,12 @@ export interface ExecuteRoundTrip {
   counters?: readonly CounterSpend[];
   /** Audit events appended in the same step, whatever its outcome; which were written comes back in `auditWritten`. */
   audit?: { records: readonly AuditRecord[]; maxEvents: number };
+  /**
+   * Recorded policy decisions (JSON texts, policy/decision-records.ts) appended to the decision
+   * stream in the same step, whatever its outcome, keeping about the newest `maxRecords`; which were
+   * written comes back in `decisionsWritten`.
+   */
+  decisions?: { records: readonly string[]; maxRecords: number };
 }
 
 /**
@@ -92,6 +98,10 @@ export const MAX_ROUND_TRIP_CAPABILITIES = 256;
 export const MAX_ROUND_TRIP_COUNTERS = 2;
 /** At most this many audit events ride in one round trip (the audit log hands over at most this many at once). */
 export const MAX_ROUND_TRIP_AUDIT_EVENTS = 256;
+/** At most this many decision records ride in one round trip (the decision log hands over at most this many at once). */
+export const MAX_ROUND_TRIP_DECISION_RECORDS = 64;
+/** At most this many decision records come back from one read; a reader pages with `beforeId`. */
+export const MAX_DECISION_READ = 1000;
 
 /** What every outcome of a round trip reports besides its own: what it did with the audit events it carried. */
 interface RoundTripAppends {
@@ -101,6 +111,8 @@ interface RoundTripAppends {
    * trip's answer never waits for the audit trail, so a lost audit node refuses no execute.
    */
   auditWritten: boolean[] | Promise<boolean[]>;
+  /** Per record of `decisions`, in order, whether it was appended; a promise where it went to another node, as for `auditWritten`. */
+  decisionsWritten: boolean[] | Promise<boolean[]>;
 }
 
 export type ExecuteRoundTripResult = RoundTripAppends & (
@@ -346,6 +358,32 @@ export interface AuditRecords extends AuditReader {
   forgetIdleAuditConsumers(idleMs: number): Promise<number>;
 }
 
+/** One recorded policy decision as the store keeps it: its stream id and its JSON text. */
+export interface StoredDecision {
+  /** `<ms>-<sequence>`, ordering the stream. */
+  id: string;
+  json: string;
+}
+
+/**
+ * Recorded policy decisions (policy/decision-records.ts), shared by every instance: one bounded
+ * stream on Redis, a ring in memory. Kept apart from the audit trail, which is forwarded and read
+ * by people: a record holds a decision's whole (redacted) input.
+ */
+export interface DecisionRecords {
+  /**
+   * Appends records (JSON texts), oldest first, keeping about the newest `maxRecords` (trimmed as
+   * the audit trail is). Every write is issued before the method first awaits. Settles once every
+   * write has; the result says, per record, whether it was written.
+   */
+  appendDecisionRecords(records: readonly string[], maxRecords: number): Promise<boolean[]>;
+  /**
+   * Up to `count` (at most MAX_DECISION_READ) records, newest first, each older than `beforeId`
+   * when it is given. Entries the store cannot read as a record are skipped, never thrown.
+   */
+  readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]>;
+}
+
 /**
  * The backend itself rather than any one kind of record: which it is, what the instances sharing it
  * agree on through it (a shared secret, key-cache invalidations), how far its writes are durable,
@@ -387,4 +425,4 @@ export interface StoreBackend {
 }
 
 /** Everything agentgate keeps: every role above, as one object (compose.ts assembles it). */
-export interface Store extends HostRecords, AgentRecords, ReplayRecords, PendingIndex, PersonRecords, AuditRecords, StoreBackend {}
+export interface Store extends HostRecords, AgentRecords, ReplayRecords, PendingIndex, PersonRecords, AuditRecords, DecisionRecords, StoreBackend {}

@@ -3,7 +3,9 @@
 import { createHash } from 'node:crypto';
 import type { AuditRecord } from '../audit/events.ts';
 import type { GrantRecord } from '../domain/types.ts';
-import { MAX_ROUND_TRIP_AUDIT_EVENTS, MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, type CounterSpend, type ExecuteRoundTrip } from './store.ts';
+import {
+  MAX_DECISION_READ, MAX_ROUND_TRIP_AUDIT_EVENTS, MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, MAX_ROUND_TRIP_DECISION_RECORDS, type CounterSpend, type ExecuteRoundTrip,
+} from './store.ts';
 
 const MAX_TAG_LENGTH = 256;
 
@@ -82,6 +84,53 @@ export function roundTripAudit(request: ExecuteRoundTrip): { records: readonly A
   if (audit.records.length > MAX_ROUND_TRIP_AUDIT_EVENTS) throw new Error(`a round trip carries at most ${MAX_ROUND_TRIP_AUDIT_EVENTS} audit events, got ${audit.records.length}`);
   if (!Number.isSafeInteger(audit.maxEvents) || audit.maxEvents < 1) throw new Error(`maxEvents must be a positive integer, got ${audit.maxEvents}`);
   return audit;
+}
+
+/** The decision records an execute request carries, checked before either store acts on it. */
+export function roundTripDecisions(request: ExecuteRoundTrip): { records: readonly string[]; maxRecords: number } | null {
+  const decisions = request.decisions;
+  if (decisions === undefined || decisions.records.length === 0) return null;
+  if (decisions.records.length > MAX_ROUND_TRIP_DECISION_RECORDS) {
+    throw new Error(`a round trip carries at most ${MAX_ROUND_TRIP_DECISION_RECORDS} decision records, got ${decisions.records.length}`);
+  }
+  assertMaxRecords(decisions.maxRecords);
+  return decisions;
+}
+
+/** The bound of the decision stream an append keeps: a positive integer, as XADD's MAXLEN takes it. */
+export function assertMaxRecords(maxRecords: number): void {
+  if (!Number.isSafeInteger(maxRecords) || maxRecords < 1) throw new Error(`maxRecords must be a positive integer, got ${maxRecords}`);
+}
+
+/** A stream id as Redis writes one, `<ms>-<sequence>`, each part a decimal 64-bit unsigned integer. */
+const STREAM_ID_PATTERN = /^(\d{1,20})-(\d{1,20})$/;
+const MAX_STREAM_ID_PART = 0xffff_ffff_ffff_ffffn;
+
+/**
+ * The position of a decision stream id, or null when the text is not one: both stores read the
+ * cursor `beforeId` through this, so they refuse the same ids. A part past 64 bits is refused too,
+ * since Redis refuses it (an error, not an empty page) and the memory store would not.
+ */
+export function parseStreamId(id: string): { ms: bigint; seq: bigint } | null {
+  const match = STREAM_ID_PATTERN.exec(id);
+  if (!match) return null;
+  const ms = BigInt(match[1]!);
+  const seq = BigInt(match[2]!);
+  return ms > MAX_STREAM_ID_PART || seq > MAX_STREAM_ID_PART ? null : { ms, seq };
+}
+
+/**
+ * Checks a read of the decision stream before either store reads: `count` 1..MAX_DECISION_READ,
+ * `beforeId` a stream id. A RangeError either way, since the caller (an API that pages) validates
+ * what it was given first, so one reaching here is a bug and must not read silently less or more.
+ * Answers the cursor's position, or null for a read from the newest.
+ */
+export function decisionReadBounds(count: number, beforeId: string | undefined): { ms: bigint; seq: bigint } | null {
+  if (!Number.isSafeInteger(count) || count < 1 || count > MAX_DECISION_READ) throw new RangeError(`count must be 1-${MAX_DECISION_READ}, got ${count}`);
+  if (beforeId === undefined) return null;
+  const position = parseStreamId(beforeId);
+  if (!position) throw new RangeError(`not a decision record id: ${JSON.stringify(beforeId.slice(0, 64))}`);
+  return position;
 }
 
 /** Checks an execute request's numbers before either store acts on it. */

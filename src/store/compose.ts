@@ -4,7 +4,7 @@
 // of the code sees, bound to the object that implements them. So neither store writes a one-line
 // delegating method per member of Store, and the two share this list of members instead of keeping
 // one each.
-import type { AgentRecords, AuditRecords, HostRecords, PendingIndex, PersonRecords, ReplayRecords, Store, StoreBackend } from './store.ts';
+import type { AgentRecords, AuditRecords, DecisionRecords, HostRecords, PendingIndex, PersonRecords, ReplayRecords, Store, StoreBackend } from './store.ts';
 
 /** The objects one store is made of: one per role of store.ts. */
 interface StoreRoles {
@@ -14,6 +14,7 @@ interface StoreRoles {
   pending: PendingIndex;
   people: PersonRecords;
   audit: AuditRecords;
+  decisions: DecisionRecords;
   backend: StoreBackend;
 }
 
@@ -68,6 +69,7 @@ const ROLE_MEMBERS: { readonly [Role in keyof StoreRoles]: MemberList<StoreRoles
     releaseAuditClaims: true,
     forgetIdleAuditConsumers: true,
   },
+  decisions: { appendDecisionRecords: true, readDecisionRecords: true },
   backend: {
     kind: true,
     sharedSecret: true,
@@ -87,10 +89,10 @@ type EveryMemberAssigned = [Unassigned] extends [never] ? unknown : { storeMembe
 /**
  * Puts every member of every role on `target`: a method bound to its role object (called in the
  * caller's tick, so a command a method issues before its first await still joins the caller's
- * auto-pipeline, as executeRoundTrip and appendAuditEvents rely on), a value (the backend's kind)
- * copied. A method is writable, configurable and not enumerable, as a class method is, so a Proxy
- * (src/store/guard.ts, tests) may answer another function in its place; the kind is enumerable, as a
- * class field is. A member two roles both claim is a bug, and throws.
+ * auto-pipeline, as executeRoundTrip, appendAuditEvents and appendDecisionRecords rely on), a value
+ * (the backend's kind) copied. A method is writable, configurable and not enumerable, as a class
+ * method is, so a Proxy (src/store/guard.ts, tests) may answer another function in its place; the
+ * kind is enumerable, as a class field is. A member two roles both claim is a bug, and throws.
  *
  * The class that calls this declares, by an interface of the same name extending Store, that its
  * instances have every member; ROLE_MEMBERS' type and EveryMemberAssigned make that true.

@@ -1,8 +1,8 @@
 // The Store interface: everything agentgate keeps, behind operations whose atomicity is part of
-// the contract (DESIGN §3). Store is the sum of seven role interfaces (hosts, agents, replay
-// records, the pending index, people, the audit trail, the backend itself), declared at the end of
-// this file; each implementation builds one object per role and compose.ts assembles them. Two
-// implementations pass one contract suite, a describe block per role
+// the contract (DESIGN §3). Store is the sum of eight role interfaces (hosts, agents, replay
+// records, the pending index, people, the audit trail, recorded decisions, the backend itself),
+// declared at the end of this file; each implementation builds one object per role and compose.ts
+// assembles them. Two implementations pass one contract suite, a describe block per role
 // (test/integration/store.contract.ts): redis/ (ioredis + Lua) and memory/ (quick start, unit tests).
 import type {
   AgentRecord,

@@ -62,9 +62,9 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
       expect(script!.args.slice(-2).sort()).toEqual(['echo', 'transfer_money']);
       const keys = scriptKeys(script!);
       const argv = script!.args.slice(2 + keys.length);
-      // Two counters, each spent by 10 points (scripts.ts EXECUTE_ROUND_TRIP lays out the pairs after eight arguments).
+      // Two counters, each spent by 10 points (scripts.ts EXECUTE_ROUND_TRIP lays out the pairs after eleven arguments).
       expect(argv[4]).toBe('2');
-      expect(argv.slice(8, 12)).toEqual(['10', '60', '10', '60']);
+      expect(argv.slice(11, 15)).toEqual(['10', '60', '10', '60']);
       expect(keys.filter((key) => key.includes('rl:agent') || key.includes('rl:host'))).toHaveLength(2);
     }
   });

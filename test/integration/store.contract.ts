@@ -2,16 +2,17 @@
 // the guarantee it protects. The suite runs against the memory store, Redis, and Redis Cluster
 // (store.memory.test.ts, store.redis.test.ts, store.redis-cluster.test.ts), and is organised as the
 // Store interface is (src/store/store.ts): one describe block per role, HostRecords, AgentRecords,
-// ReplayRecords, PendingIndex, PersonRecords, AuditRecords (store.audit-contract.ts) and
-// StoreBackend, each holding the tests of that role's methods. A test that needs records of another
+// ReplayRecords, PendingIndex, PersonRecords, AuditRecords (store.audit-contract.ts), DecisionRecords
+// (store.decision-contract.ts) and StoreBackend, each holding the tests of that role's methods. A test that needs records of another
 // role to set up (an agent's host, say) stands with the role whose method it is about; those that
 // check a step crossing roles (admission reads the host, the clean-up removes agents) stand with the
 // role that owns the step. Every block runs on a fresh store, made before each test.
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../src/domain/types.ts';
-import { MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type ExecuteRoundTripResult, type Store } from '../../src/store/store.ts';
+import { MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, MAX_DECISION_READ, MAX_ROUND_TRIP_DECISION_RECORDS, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type ExecuteRoundTripResult, type Store } from '../../src/store/store.ts';
 import { auditContract } from './store.audit-contract.ts';
+import { decisionContract } from './store.decision-contract.ts';
 
 export interface StoreUnderTest {
   store: Store;
@@ -375,7 +376,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const snapshot = snapshotFixture(uid('hst'), { agent: { id: 'agt_{evil}' }, capabilities: [] });
         await expect(store.createAgent(snapshot)).rejects.toThrow(/not storable/);
         expect(await store.getAgent('agt_{evil}')).toBeNull();
-        expect(await store.executeRoundTrip(roundTrip(snapshot))).toEqual({ kind: 'not_found', auditWritten: [] });
+        expect(await store.executeRoundTrip(roundTrip(snapshot))).toEqual({ kind: 'not_found', auditWritten: [], decisionsWritten: [] });
       });
 
       it('a grant that names another agent is refused', async () => {
@@ -655,7 +656,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
 
       describe('executeRoundTrip (the hot path)', () => {
         it('an unknown agent is not_found', async () => {
-          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found', auditWritten: [] });
+          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(uid('hst'))))).toEqual({ kind: 'not_found', auditWritten: [], decisionsWritten: [] });
         });
 
         it('a usable agent: returns the agent as read, the old deadline, and the grants of that capability; then extends', async () => {
@@ -669,6 +670,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
             grants: snapshot.grants.filter((grant) => grant.capability === 'echo'),
             counts: [],
             auditWritten: [],
+            decisionsWritten: [],
           });
           const after = await store.getAgent(snapshot.agent.id);
           expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
@@ -703,11 +705,11 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
           const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
           const request = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
           const result = await store.executeRoundTrip(request);
-          expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId), counts: [], auditWritten: [] });
+          expect(result).toEqual({ kind: 'ok', agent: snapshot.agent, sessionExpiresAtMs: snapshot.sessionExpiresAtMs, grants: [...snapshot.grants].sort(byId), counts: [], auditWritten: [], decisionsWritten: [] });
           const after = await store.getAgent(snapshot.agent.id);
           expect(after?.sessionExpiresAtMs).toBe(request.nowMs + request.sessionTtlMs);
           expect(after?.agent.lastUsedAtMs).toBe(request.nowMs);
-          expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
+          expect(await store.executeRoundTrip({ ...request, capabilities: ['files.read'] })).toEqual({ kind: 'replay', counts: [], auditWritten: [], decisionsWritten: [] });
         });
 
         it('a capability named twice returns its grants once; no capabilities return no grants', async () => {
@@ -721,12 +723,12 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         it('a stale key version or a replay with several capabilities writes nothing, as with one', async () => {
           const { snapshot } = await seedAgent({ capabilities: ['echo', 'files.read'] });
           const stale = roundTrip(snapshot, { capabilities: ['echo', 'files.read'], keyVersion: snapshot.agent.keyVersion + 1 });
-          expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key', auditWritten: [] });
+          expect(await store.executeRoundTrip(stale)).toEqual({ kind: 'stale_key', auditWritten: [], decisionsWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
           const first = roundTrip(snapshot, { capabilities: ['echo', 'files.read'] });
           expect((await store.executeRoundTrip(first)).kind).toBe('ok');
           const afterFirst = await store.getAgent(snapshot.agent.id);
-          expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
+          expect(await store.executeRoundTrip({ ...first, nowMs: first.nowMs + 1000 })).toEqual({ kind: 'replay', counts: [], auditWritten: [], decisionsWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
         });
 
@@ -747,8 +749,8 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
           const second = roundTrip(snapshot, { counters });
           expect(counted(await store.executeRoundTrip(second))).toEqual([4, 2]);
           expect(await store.executeRoundTrip({ ...second, nowMs: second.nowMs + 1 })).toMatchObject({ kind: 'replay', counts: [{ consumed: 6 }, { consumed: 3 }] });
-          expect(await store.executeRoundTrip(roundTrip(snapshot, { counters: [counters[0]!], keyVersion: snapshot.agent.keyVersion + 1 }))).toEqual({ kind: 'stale_key', auditWritten: [] });
-          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(snapshot.agent.hostId), { counters: [counters[0]!] }))).toEqual({ kind: 'not_found', auditWritten: [] });
+          expect(await store.executeRoundTrip(roundTrip(snapshot, { counters: [counters[0]!], keyVersion: snapshot.agent.keyVersion + 1 }))).toEqual({ kind: 'stale_key', auditWritten: [], decisionsWritten: [] });
+          expect(await store.executeRoundTrip(roundTrip(snapshotFixture(snapshot.agent.hostId), { counters: [counters[0]!] }))).toEqual({ kind: 'not_found', auditWritten: [], decisionsWritten: [] });
           expect(counted(await store.executeRoundTrip(roundTrip(snapshot, { counters: [counters[0]!] })))).toEqual([8]);
         });
 
@@ -778,6 +780,48 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
           expect(newest.filter((event) => event.marker === marker).map((event) => event.n)).toEqual([4, 3, 2, 1]);
         });
 
+        it('appends the decision records it carries whatever its outcome, beside the audit events, and says which it wrote', async () => {
+          const { snapshot } = await seedAgent();
+          const marker = uid('decided');
+          const decided = (...ns: number[]) => ({ records: ns.map((n) => JSON.stringify({ marker, n })), maxRecords: 100_000 });
+          const audited = (n: number) => ({ records: [{ at: new Date().toISOString(), type: 'execute.allowed', actor: 'agent' as const, marker, n }], maxEvents: 100_000 });
+          // Where the records went to another node (a Redis Cluster), which were written comes as a promise.
+          const outcome = async (request: ExecuteRoundTrip) => {
+            const result = await store.executeRoundTrip(request);
+            return { kind: result.kind, auditWritten: await result.auditWritten, decisionsWritten: await result.decisionsWritten };
+          };
+          const first = roundTrip(snapshot, { decisions: decided(1, 2), audit: audited(1) });
+          expect(await outcome(first)).toEqual({ kind: 'ok', auditWritten: [true], decisionsWritten: [true, true] });
+          expect(await outcome({ ...first, decisions: decided(3), audit: audited(2) })).toEqual({ kind: 'replay', auditWritten: [true], decisionsWritten: [true] });
+          expect(await outcome(roundTrip(snapshot, { keyVersion: 99, decisions: decided(4) }))).toEqual({ kind: 'stale_key', auditWritten: [], decisionsWritten: [true] });
+          expect(await outcome(roundTrip(snapshotFixture(snapshot.agent.hostId), { decisions: decided(5) }))).toEqual({ kind: 'not_found', auditWritten: [], decisionsWritten: [true] });
+          // An id no agent can have (no hash tag on Redis) is not_found before any script: its records are still appended.
+          const untaggable = { ...roundTrip(snapshot, { decisions: decided(6) }), agentId: 'agt_{not-a-tag}' };
+          expect(await outcome(untaggable)).toEqual({ kind: 'not_found', auditWritten: [], decisionsWritten: [true] });
+          const newest = await store.readDecisionRecords(50);
+          const ours = newest.map((decision) => JSON.parse(decision.json) as { marker?: string; n: number }).filter((parsed) => parsed.marker === marker);
+          expect(ours.map((parsed) => parsed.n)).toEqual([6, 5, 4, 3, 2, 1]);
+          const events = await store.readAuditEvents(null, 50);
+          expect(events.filter((event) => event.marker === marker).map((event) => event.n)).toEqual([2, 1]);
+        });
+
+        it('decision records beyond what one round trip may carry, or a bound that is not a positive integer, are refused before anything is written', async () => {
+          const { snapshot } = await seedAgent();
+          const marker = uid('refused');
+          const records = Array.from({ length: MAX_ROUND_TRIP_DECISION_RECORDS + 1 }, (_, n) => JSON.stringify({ marker, n }));
+          const tooMany = roundTrip(snapshot, { decisions: { records, maxRecords: 100_000 } });
+          await expect(store.executeRoundTrip(tooMany)).rejects.toThrow(/at most/);
+          for (const maxRecords of [0, 1.5, Number.NaN]) {
+            await expect(store.executeRoundTrip(roundTrip(snapshot, { jti: tooMany.jti, decisions: { records: records.slice(0, 1), maxRecords } }))).rejects.toThrow(/maxRecords/);
+          }
+          expect(await store.recordAgentJti(snapshot.agent.id, tooMany.jti, 60_000)).toBe(true);
+          const newest = await store.readDecisionRecords(MAX_DECISION_READ);
+          expect(newest.filter((decision) => decision.json.includes(marker))).toEqual([]);
+          // The most one round trip may carry is carried, each said to be written.
+          const most = await store.executeRoundTrip(roundTrip(snapshot, { decisions: { records: records.slice(1), maxRecords: 100_000 } }));
+          expect(await most.decisionsWritten).toEqual(records.slice(1).map(() => true));
+        });
+
         it('more capability names than one round trip may carry are refused before anything is written', async () => {
           const { snapshot } = await seedAgent();
           const names = Array.from({ length: MAX_ROUND_TRIP_CAPABILITIES + 1 }, (_, i) => `cap.${i}`);
@@ -789,7 +833,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         it('a stale key version is refused and writes nothing: the jti stays unused, the session stays', async () => {
           const { snapshot } = await seedAgent();
           const request = roundTrip(snapshot, { keyVersion: snapshot.agent.keyVersion + 1 });
-          expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key', auditWritten: [] });
+          expect(await store.executeRoundTrip(request)).toEqual({ kind: 'stale_key', auditWritten: [], decisionsWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(snapshot);
           expect(await store.recordAgentJti(snapshot.agent.id, request.jti, 60_000)).toBe(true);
         });
@@ -800,7 +844,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
           expect((await store.executeRoundTrip(first)).kind).toBe('ok');
           const afterFirst = await store.getAgent(snapshot.agent.id);
           const replay = { ...first, nowMs: first.nowMs + 1000 };
-          expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
+          expect(await store.executeRoundTrip(replay)).toEqual({ kind: 'replay', counts: [], auditWritten: [], decisionsWritten: [] });
           expect(await store.getAgent(snapshot.agent.id)).toEqual(afterFirst);
         });
 
@@ -866,7 +910,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         const jti = uid('jti');
         expect(await store.recordAgentJti(id, jti, 60_000)).toBe(true);
         expect(await store.recordAgentJti(id, jti, 60_000)).toBe(false);
-        expect(await store.executeRoundTrip(roundTrip(snapshot, { jti }))).toEqual({ kind: 'replay', counts: [], auditWritten: [] });
+        expect(await store.executeRoundTrip(roundTrip(snapshot, { jti }))).toEqual({ kind: 'replay', counts: [], auditWritten: [], decisionsWritten: [] });
 
         const executed = roundTrip(snapshot);
         expect((await store.executeRoundTrip(executed)).kind).toBe('ok');
@@ -1023,6 +1067,9 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
 
     // The audit trail (AuditRecords): its own file, store.audit-contract.ts.
     auditContract(() => subject);
+
+    // Recorded policy decisions (DecisionRecords), in a file of their own as the audit trail's are.
+    decisionContract(() => subject);
 
     // The backend itself: shared secrets, invalidations, durability, health (StoreBackend).
     describe('StoreBackend', () => {

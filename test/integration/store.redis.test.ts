@@ -298,3 +298,27 @@ describe('redis store: an audit append Redis refuses says so per event, never th
     expect((await store.readAuditEvents(null, 10)).map((event) => event.n)).toEqual([3, 2, 1]);
   });
 });
+
+describe('redis store: the decision stream', () => {
+  it('an append Redis refuses says so per record, never throws, for one record (XADD) and several (one script call)', async () => {
+    const { url, keyPrefix, store } = await storeOnOwnPrefix('decisions-refused');
+    const stream = keyLayout(keyPrefix).decisionStream;
+    await rawClient(url).set(stream, 'not a stream');
+    expect(await store.appendDecisionRecords(['{"n":1}'], 100)).toEqual([false]);
+    expect(await store.appendDecisionRecords(['{"n":1}', '{"n":2}'], 100)).toEqual([false, false]);
+    await rawClient(url).del(stream);
+    expect(await store.appendDecisionRecords(['{"n":1}', '{"n":2}'], 100)).toEqual([true, true]);
+    expect((await store.readDecisionRecords(10)).map((decision) => decision.json)).toEqual(['{"n":2}', '{"n":1}']);
+  });
+
+  it('an entry without the record field (written by something else) is skipped, not thrown, and the read goes on past it', async () => {
+    const { url, keyPrefix, store } = await storeOnOwnPrefix('decisions-foreign');
+    const stream = keyLayout(keyPrefix).decisionStream;
+    await store.appendDecisionRecords(['{"n":1}'], 100);
+    await rawClient(url).xadd(stream, '*', 'other', 'x');
+    await store.appendDecisionRecords(['{"n":3}'], 100);
+    const read = await store.readDecisionRecords(10);
+    expect(read.map((decision) => decision.json)).toEqual(['{"n":3}', '{"n":1}']);
+    expect(await store.readDecisionRecords(10, read[0]!.id)).toEqual([read[1]]);
+  });
+});

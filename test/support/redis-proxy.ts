@@ -106,14 +106,29 @@ export function scriptKeys(command: ProxiedCommand): string[] {
 }
 
 /**
- * The audit events an execute script call appends (each event's JSON cut to its first 200 bytes),
- * read from its arguments as src/store/redis/scripts.ts EXECUTE_ROUND_TRIP lays them out: key
- * version, jti ttl, now, session deadline, counter count c, event count e, max length, field name,
- * c pairs, then the e events.
+ * How many arguments of an execute script call come before its variable parts, as
+ * src/store/redis/scripts.ts EXECUTE_ROUND_TRIP lays them out: key version, jti ttl, now, session
+ * deadline, counter count c, event count e, the audit stream's max length and field name, record
+ * count d, the decision stream's max length and field name; then c pairs, the e events, the d
+ * records, and the capability names.
  */
+const EXECUTE_FIXED_ARGS = 11;
+
+/** The arguments (ARGV) of an execute script call, after its keys. */
+export function executeScriptArgs(command: ProxiedCommand): string[] {
+  return command.args.slice(2 + Number(command.args[1]));
+}
+
+/** The audit events an execute script call appends (each event's JSON cut to its first 200 bytes). */
 export function executeScriptEvents(command: ProxiedCommand): string[] {
-  const argv = command.args.slice(2 + Number(command.args[1]));
-  const counters = Number(argv[4]);
-  const events = Number(argv[5]);
-  return argv.slice(8 + 2 * counters, 8 + 2 * counters + events);
+  const argv = executeScriptArgs(command);
+  const from = EXECUTE_FIXED_ARGS + 2 * Number(argv[4]);
+  return argv.slice(from, from + Number(argv[5]));
+}
+
+/** The decision records an execute script call appends (each record's JSON cut to its first 200 bytes). */
+export function executeScriptDecisions(command: ProxiedCommand): string[] {
+  const argv = executeScriptArgs(command);
+  const from = EXECUTE_FIXED_ARGS + 2 * Number(argv[4]) + Number(argv[5]);
+  return argv.slice(from, from + Number(argv[8]));
 }

@@ -12,9 +12,10 @@ import {
   roundTripAudit,
   roundTripCapabilities,
   roundTripCounters,
+  roundTripDecisions,
 } from '../checks.ts';
 import type {
-  AgentAdmission, AgentChange, AgentRecords, AuditRecords, CasResult, CounterCount, CounterSpend, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult,
+  AgentAdmission, AgentChange, AgentRecords, AuditRecords, CasResult, CounterCount, CounterSpend, CreateAgentResult, DecisionRecords, ExecuteRoundTrip, ExecuteRoundTripResult,
 } from '../store.ts';
 import { applyPatch, isUsable } from './agent-changes.ts';
 import { copy, hostKey, type RecordTables, type StoredAgent } from './record-tables.ts';
@@ -27,14 +28,23 @@ export class MemoryAgentRecords implements AgentRecords {
   readonly #jtis: ReplayCache;
   /** The audit trail the round trip appends the events it carries to (the store's own audit role). */
   readonly #audit: Pick<AuditRecords, 'appendAuditEvents'>;
+  /** The decision records the round trip appends the records it carries to (the store's own decisions role). */
+  readonly #decisions: Pick<DecisionRecords, 'appendDecisionRecords'>;
   /** The round trip's windowed counters: the count in the current window, forgotten when it ends. */
   readonly #windows: ExpiringMap<{ consumed: number; untilMs: number }>;
 
-  constructor(gate: MemoryGate, tables: RecordTables, jtis: ReplayCache, audit: Pick<AuditRecords, 'appendAuditEvents'>) {
+  constructor(
+    gate: MemoryGate,
+    tables: RecordTables,
+    jtis: ReplayCache,
+    audit: Pick<AuditRecords, 'appendAuditEvents'>,
+    decisions: Pick<DecisionRecords, 'appendDecisionRecords'>,
+  ) {
     this.#gate = gate;
     this.#tables = tables;
     this.#jtis = jtis;
     this.#audit = audit;
+    this.#decisions = decisions;
     this.#windows = new ExpiringMap(gate.now);
   }
 
@@ -140,14 +150,16 @@ export class MemoryAgentRecords implements AgentRecords {
     const capabilities = roundTripCapabilities(request);
     const counters = roundTripCounters(request);
     const audit = roundTripAudit(request);
+    const decisions = roundTripDecisions(request);
     const ttlMs = normalizeTtlMs(request.jtiTtlMs);
-    // The events are appended whatever the outcome: they are other calls' records, carried here.
+    // The events and records are appended whatever the outcome: they are other calls' records, carried here.
     const auditWritten = audit ? await this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [];
+    const decisionsWritten = decisions ? await this.#decisions.appendDecisionRecords(decisions.records, decisions.maxRecords) : [];
     const stored = tables.agents.get(request.agentId);
-    if (!stored) return { kind: 'not_found', auditWritten };
-    if (stored.agent.keyVersion !== request.keyVersion) return { kind: 'stale_key', auditWritten };
+    if (!stored) return { kind: 'not_found', auditWritten, decisionsWritten };
+    if (stored.agent.keyVersion !== request.keyVersion) return { kind: 'stale_key', auditWritten, decisionsWritten };
     const counts = counters.map((counter) => this.#spend(counter));
-    if (!this.#jtis.record(agentJtiKey(request.agentId, request.jti), ttlMs)) return { kind: 'replay', counts, auditWritten };
+    if (!this.#jtis.record(agentJtiKey(request.agentId, request.jti), ttlMs)) return { kind: 'replay', counts, auditWritten, decisionsWritten };
     const agentAsRead = copy(stored.agent);
     const sessionAsRead = tables.currentSession(stored);
     if (isUsable(stored.agent, sessionAsRead, request.nowMs)) {
@@ -155,7 +167,7 @@ export class MemoryAgentRecords implements AgentRecords {
       stored.agent = { ...stored.agent, lastUsedAtMs: request.nowMs };
     }
     const grants = [...stored.grants.values()].filter((grant) => capabilities.includes(grant.capability));
-    return { kind: 'ok', agent: agentAsRead, sessionExpiresAtMs: sessionAsRead, grants: copy(grants).sort(byId), counts, auditWritten };
+    return { kind: 'ok', agent: agentAsRead, sessionExpiresAtMs: sessionAsRead, grants: copy(grants).sort(byId), counts, auditWritten, decisionsWritten };
   }
 
   /** A fixed window, as the Redis script keeps it: the first spend after a window ended opens the next. */

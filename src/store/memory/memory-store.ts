@@ -5,19 +5,21 @@
 // caller can never change stored state except through these methods. Nothing survives a restart.
 //
 // The store is made of one object per role of store.ts, assembled by compose.ts:
-//   hosts    MemoryHostRecords   (host-records.ts)   over the shared tables (record-tables.ts)
-//   agents   MemoryAgentRecords  (agent-records.ts)  over the shared tables and the jti cache
-//   replay   MemoryReplayRecords (replay-records.ts) over the jti cache
-//   pending  MemoryPendingIndex  (pending-index.ts)  over the shared tables
-//   people   MemoryPersonRecords (person-records.ts)
-//   audit    MemoryAuditRecords  (audit-ring.ts)
-//   backend  MemoryBackend       (backend.ts)
+//   hosts      MemoryHostRecords     (host-records.ts)   over the shared tables (record-tables.ts)
+//   agents     MemoryAgentRecords    (agent-records.ts)  over the shared tables and the jti cache
+//   replay     MemoryReplayRecords   (replay-records.ts) over the jti cache
+//   pending    MemoryPendingIndex    (pending-index.ts)  over the shared tables
+//   people     MemoryPersonRecords   (person-records.ts)
+//   audit      MemoryAuditRecords    (audit-ring.ts)
+//   decisions  MemoryDecisionRecords (decision-ring.ts)
+//   backend    MemoryBackend         (backend.ts)
 // All of them hold the one gate (shared-state.ts): the clock, and whether the store is closed.
 import { composeStore } from '../compose.ts';
 import type { Store } from '../store.ts';
 import { MemoryAgentRecords } from './agent-records.ts';
 import { MemoryAuditRecords } from './audit-ring.ts';
 import { MemoryBackend } from './backend.ts';
+import { MemoryDecisionRecords } from './decision-ring.ts';
 import { MemoryHostRecords } from './host-records.ts';
 import { MemoryPendingIndex } from './pending-index.ts';
 import { MemoryPersonRecords } from './person-records.ts';
@@ -48,15 +50,18 @@ export class MemoryStore {
     const gate = new MemoryGate(options.now ?? Date.now);
     const tables = new RecordTables(gate.now);
     const jtis = new ReplayCache(gate.now, options.maxReplayRecords);
-    // The agent records append the audit events the hot path's round trip carries to this trail.
+    // The agent records append the audit events and decision records the hot path's round trip
+    // carries to this trail and these records.
     const audit = new MemoryAuditRecords(gate);
+    const decisions = new MemoryDecisionRecords(gate);
     composeStore(this, {
       hosts: new MemoryHostRecords(gate, tables),
-      agents: new MemoryAgentRecords(gate, tables, jtis, audit),
+      agents: new MemoryAgentRecords(gate, tables, jtis, audit, decisions),
       replay: new MemoryReplayRecords(gate, jtis),
       pending: new MemoryPendingIndex(gate, tables),
       people: new MemoryPersonRecords(gate),
       audit,
+      decisions,
       backend: new MemoryBackend(gate, options.onListenerError),
     });
   }

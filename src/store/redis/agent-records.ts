@@ -6,25 +6,32 @@ import type { AuditRecord } from '../../audit/events.ts';
 import type { AgentSnapshot } from '../../domain/types.ts';
 import {
   assertGrantsBelongTo, assertTaggable, assertVersion, byId, checkRoundTripNumbers, isTaggable, normalizeTtlMs, roundTripAudit, roundTripCapabilities, roundTripCounters,
+  roundTripDecisions,
 } from '../checks.ts';
 import type {
-  AgentAdmission, AgentChange, AgentRecords, AuditRecords, CasResult, CounterCount, CounterSpend, CreateAgentResult, ExecuteRoundTrip, ExecuteRoundTripResult,
+  AgentAdmission, AgentChange, AgentRecords, AuditRecords, CasResult, CounterCount, CounterSpend, CreateAgentResult, DecisionRecords, ExecuteRoundTrip, ExecuteRoundTripResult,
 } from '../store.ts';
 import { AUDIT_EVENT_FIELD } from './audit-records.ts';
+import { DECISION_RECORD_FIELD } from './decision-records.ts';
 import { decodeAgent, decodeCounts, decodeFlags, decodeGrants, decodeOptionalMs, decodeSnapshot, encodeAgent, encodeAgentPatch, grantTriple, msString, normalizeSnapshot } from './codec.ts';
 import { shareSlot } from './keys.ts';
 import { RedisRole, type RedisParts } from './parts.ts';
 
 /** No audit events (the round trip carries none, or they go apart on a Cluster). */
 const NO_EVENTS: readonly AuditRecord[] = [];
+/** No decision records, likewise. */
+const NO_RECORDS: readonly string[] = [];
 
 export class RedisAgentRecords extends RedisRole implements AgentRecords {
   /** The trail a Redis Cluster appends the round trip's events through (see executeRoundTrip). */
   readonly #audit: Pick<AuditRecords, 'appendAuditEvents'>;
+  /** The decision stream a Redis Cluster appends the round trip's records through, likewise. */
+  readonly #decisions: Pick<DecisionRecords, 'appendDecisionRecords'>;
 
-  constructor(redis: RedisParts, audit: Pick<AuditRecords, 'appendAuditEvents'>) {
+  constructor(redis: RedisParts, audit: Pick<AuditRecords, 'appendAuditEvents'>, decisions: Pick<DecisionRecords, 'appendDecisionRecords'>) {
     super(redis);
     this.#audit = audit;
+    this.#decisions = decisions;
   }
 
   async getAgent(agentId: string): Promise<AgentSnapshot | null> {
@@ -136,16 +143,14 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
   // ---- hot path ------------------------------------------------------------------------------
 
   /**
-   * Exactly one command on the wire: one EVALSHA (EVAL the first time on a connection). It is
-   * issued before the first await, so the audit appends and rate-limit commands issued in the same
-   * tick join its auto-pipeline (src/services/execute.ts).
-   */
-  /**
-   * One command on a single Redis: the execute script also spends the counters and appends the
-   * audit events (scripts.ts EXECUTE_ROUND_TRIP). On a Redis Cluster a script touches one slot, so
-   * only the counters in the agent's slot (its own budget) ride in it; a counter in another slot
-   * (the host's budget) is one more script on its node, and the events one append on the stream's,
-   * issued in the same tick so that they go out in parallel with it.
+   * One command on a single Redis, one EVALSHA (EVAL the first time on a connection): the execute
+   * script also spends the counters and appends the audit events and the decision records
+   * (scripts.ts EXECUTE_ROUND_TRIP). It is issued before the first await, so the audit appends and
+   * rate-limit commands issued in the same tick join its auto-pipeline (src/services/execute.ts). On a Redis Cluster a
+   * script touches one slot, so only the counters in the agent's slot (its own budget) ride in it; a
+   * counter in another slot (the host's budget) is one more script on its node, and the events and
+   * the records one append each on their stream's, issued in the same tick so that they go out in
+   * parallel with it.
    */
   async executeRoundTrip(request: ExecuteRoundTrip): Promise<ExecuteRoundTripResult> {
     const { agentId } = request;
@@ -153,19 +158,30 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
     const capabilities = roundTripCapabilities(request);
     const counters = roundTripCounters(request);
     const audit = roundTripAudit(request);
+    const decisions = roundTripDecisions(request);
     const jtiTtlMs = normalizeTtlMs(request.jtiTtlMs);
-    if (!isTaggable(agentId)) return { kind: 'not_found', auditWritten: audit ? this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [] };
+    if (!isTaggable(agentId)) {
+      // No agent has such an id, so there is no slot to run the script in; what it carries is still appended.
+      return {
+        kind: 'not_found',
+        auditWritten: audit ? this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : [],
+        decisionsWritten: decisions ? this.#decisions.appendDecisionRecords(decisions.records, decisions.maxRecords) : [],
+      };
+    }
     const { keys: k, cluster } = this.redis;
     const agentKeys = k.agentRecord(agentId);
     const agentKey = agentKeys[0];
     const inScript = cluster ? counters.filter((counter) => shareSlot(counter.key, agentKey)) : counters;
     const events = cluster ? NO_EVENTS : (audit?.records ?? NO_EVENTS);
+    const records = cluster ? NO_RECORDS : (decisions?.records ?? NO_RECORDS);
     // Issued before the script, in this tick: on a Cluster they travel beside it (an auto-pipeline per
-    // node). On a single Redis every counter and event is in the script, so nothing goes apart.
+    // node). On a single Redis every counter, event and record is in the script, so nothing goes apart.
     const appendedApart = cluster && audit ? this.#audit.appendAuditEvents(audit.records, audit.maxEvents) : null;
+    const recordedApart = cluster && decisions ? this.#decisions.appendDecisionRecords(decisions.records, decisions.maxRecords) : null;
     const spentApart = cluster ? counters.map((counter) => (inScript.includes(counter) ? null : this.#spendApart(counter))) : null;
     // Read only once the script answered; until then a failure of theirs must not go unhandled.
     appendedApart?.catch(() => undefined);
+    recordedApart?.catch(() => undefined);
     if (spentApart) for (const pending of spentApart) pending?.catch(() => undefined);
     // The script's keys and arguments (scripts.ts EXECUTE_ROUND_TRIP) in one list, built in place and
     // handed to ioredis as one argument: ioredis flattens a command's arguments, so this is the same
@@ -176,6 +192,7 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
       inScript[0]?.key ?? agentKey,
       inScript[1]?.key ?? agentKey,
       events.length > 0 ? k.auditStream : agentKey,
+      records.length > 0 ? k.decisionStream : agentKey,
       String(request.keyVersion),
       String(jtiTtlMs),
       msString(request.nowMs, 'nowMs'),
@@ -184,14 +201,19 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
       String(events.length),
       String(audit?.maxEvents ?? 1),
       AUDIT_EVENT_FIELD,
+      String(records.length),
+      String(decisions?.maxRecords ?? 1),
+      DECISION_RECORD_FIELD,
     ];
     for (const counter of inScript) args.push(String(counter.points), String(counter.windowSeconds));
-    for (const record of events) args.push(JSON.stringify(record));
+    for (const event of events) args.push(JSON.stringify(event));
+    for (const record of records) args.push(record);
     for (const capability of capabilities) args.push(capability);
-    const reply = (await this.redis.scripts.agentgateExecute(args)) as [string, unknown, unknown, unknown?, unknown?, unknown?];
+    const reply = (await this.redis.scripts.agentgateExecute(args)) as [string, unknown, unknown, unknown?, unknown?, unknown?, unknown?];
     const outcome = reply[0];
-    // Not awaited: on a Cluster the execute does not wait for the stream's node (store.ts says why).
+    // Not awaited: on a Cluster the execute does not wait for the streams' nodes (store.ts says why).
     const auditWritten = appendedApart ?? decodeFlags(reply[1]);
+    const decisionsWritten = recordedApart ?? decodeFlags(reply[2]);
     if (outcome === 'not_found' || outcome === 'stale_key') {
       // These spend nothing (the retry of a stale key spends): what went beside is given back.
       if (spentApart) {
@@ -200,9 +222,9 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
           if (spent) await this.redis.scripts.agentgateGiveBackCounter(counter.key, String(counter.points));
         }));
       }
-      return { kind: outcome, auditWritten };
+      return { kind: outcome, auditWritten, decisionsWritten };
     }
-    const scriptCounts = decodeCounts(reply[2]);
+    const scriptCounts = decodeCounts(reply[3]);
     // In the order of `counters`: each from the script, or from its spend apart (Cluster only).
     const counts: CounterCount[] = [];
     let fromScript = 0;
@@ -210,14 +232,15 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
       const apart = spentApart?.[i];
       counts.push(apart ? await apart : scriptCounts[fromScript++]!);
     }
-    if (outcome === 'replay') return { kind: 'replay', counts, auditWritten };
+    if (outcome === 'replay') return { kind: 'replay', counts, auditWritten, decisionsWritten };
     return {
       kind: 'ok',
-      agent: decodeAgent(reply[3]),
-      sessionExpiresAtMs: decodeOptionalMs(reply[4], `session of agent ${agentId}`),
-      grants: decodeGrants(reply[5]).sort(byId),
+      agent: decodeAgent(reply[4]),
+      sessionExpiresAtMs: decodeOptionalMs(reply[5], `session of agent ${agentId}`),
+      grants: decodeGrants(reply[6]).sort(byId),
       counts,
       auditWritten,
+      decisionsWritten,
     };
   }
 

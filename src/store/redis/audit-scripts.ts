@@ -1,5 +1,6 @@
-// The Lua scripts of the audit trail's stream (audit/log.ts, audit-records.ts). Each
-// touches the one stream key, so on a Redis Cluster each runs in that key's slot.
+// The Lua scripts of the audit trail's stream (audit/log.ts, audit-records.ts); the decision stream
+// shares the append (decision-records.ts). Each touches one stream key, so on a Redis Cluster each
+// runs in that key's slot.
 import type { ScriptDefinition } from './scripts.ts';
 
 /**
@@ -11,7 +12,9 @@ import type { ScriptDefinition } from './scripts.ts';
  * others, and the answer says which were written. The trim is exact so that age means age, and
  * costs little: every entry is removed once, and a trim with nothing older stops at the first
  * entry. KEYS: stream. ARGV: max length, minimum id (`<ms>`, or empty for none), the entry's field
- * name, then one event JSON each. Returns 1 or 0 per event.
+ * name, then one event JSON each. Returns 1 or 0 per event. Nothing in it is the audit trail's
+ * own, so the decision stream appends several records through it too (decision-records.ts), with
+ * no minimum id.
  */
 export const AUDIT_APPEND: ScriptDefinition = {
   numberOfKeys: 1,

@@ -57,6 +57,11 @@ export interface KeyLayout {
    * the webhook forwarders of every instance share. One key, so it needs no hash tag.
    */
   readonly auditStream: string;
+  /**
+   * Recorded policy decisions: one Redis stream, trimmed to the recorder's bound, read newest first
+   * by the preview. One key, so it needs no hash tag; on a Redis Cluster it is in a slot of its own.
+   */
+  readonly decisionStream: string;
   /** Pub/sub channel that carries agent ids whose cached keys must be dropped. */
   readonly invalidationChannel: string;
 }
@@ -113,5 +118,6 @@ export function keyLayout(prefix: string): KeyLayout {
     personPasskeys: (personKey) => `${prefix}person:{${personKey}}:passkeys`,
     invalidationChannel: `${prefix}invalidate`,
     auditStream: `${prefix}audit`,
+    decisionStream: `${prefix}decisions`,
   };
 }

@@ -6,18 +6,20 @@
 // The store is made of one object per role of store.ts, assembled by compose.ts, all over the same
 // parts (parts.ts: one command connection, its scripts, the key layout), so commands that different
 // roles issue in one tick share an auto-pipeline as they did when one class issued them all:
-//   hosts    RedisHostRecords   (host-records.ts, with host-rotation.ts)
-//   agents   RedisAgentRecords  (agent-records.ts; executeRoundTrip, the hot path)
-//   replay   RedisReplayRecords (replay-records.ts)
-//   pending  RedisPendingIndex  (pending-index.ts)
-//   people   RedisPersonRecords (person-records.ts)
-//   audit    RedisAuditRecords  (audit-records.ts)
-//   backend  RedisBackend       (backend.ts; also the durability connection and the subscriber)
+//   hosts      RedisHostRecords     (host-records.ts, with host-rotation.ts)
+//   agents     RedisAgentRecords    (agent-records.ts; executeRoundTrip, the hot path)
+//   replay     RedisReplayRecords   (replay-records.ts)
+//   pending    RedisPendingIndex    (pending-index.ts)
+//   people     RedisPersonRecords   (person-records.ts)
+//   audit      RedisAuditRecords    (audit-records.ts)
+//   decisions  RedisDecisionRecords (decision-records.ts)
+//   backend    RedisBackend         (backend.ts; also the durability connection and the subscriber)
 import { composeStore } from '../compose.ts';
 import type { Store } from '../store.ts';
 import { RedisAgentRecords } from './agent-records.ts';
 import { RedisAuditRecords } from './audit-records.ts';
 import { RedisBackend } from './backend.ts';
+import { RedisDecisionRecords } from './decision-records.ts';
 import { connectAndCheck, DEFAULT_WAIT_TIMEOUT_MS, describeTarget, openConnection, type RedisConnection, type RedisStoreOptions } from './connection.ts';
 import { ReplicaWait } from './durability.ts';
 import { RedisHostRecords } from './host-records.ts';
@@ -78,16 +80,18 @@ export class RedisStore {
     this.target = describeTarget(options);
     this.#connection = connection;
     this.#backend = new RedisBackend(parts, options, durability);
-    // The agent records append, on a Redis Cluster, the events the hot path's round trip carries
-    // through this trail (its stream is in a slot of its own there).
+    // The agent records append, on a Redis Cluster, the events and decision records the hot path's
+    // round trip carries through this trail and these records (each stream is in a slot of its own there).
     const audit = new RedisAuditRecords(parts);
+    const decisions = new RedisDecisionRecords(parts);
     composeStore(this, {
       hosts: new RedisHostRecords(parts),
-      agents: new RedisAgentRecords(parts, audit),
+      agents: new RedisAgentRecords(parts, audit, decisions),
       replay: new RedisReplayRecords(parts),
       pending: new RedisPendingIndex(parts),
       people: new RedisPersonRecords(parts),
       audit,
+      decisions,
       backend: this.#backend,
     });
   }

@@ -145,7 +145,7 @@ return snapshot('ok')
 };
 
 /** How many keys the execute script takes (see EXECUTE_ROUND_TRIP). */
-const EXECUTE_KEY_COUNT = 8;
+const EXECUTE_KEY_COUNT = 9;
 
 /**
  * One spend of a windowed counter, exactly as rate-limiter-flexible's RateLimiterRedis keeps its
@@ -167,45 +167,54 @@ end
 `;
 
 /**
- * The hot path's one command (DESIGN §2 step 4). KEYS, always eight (ioredis sends a call to the
+ * The hot path's one command (DESIGN §2 step 4). KEYS, always nine (ioredis sends a call to the
  * node of its first argument, so the number of keys cannot come first): agent, session, grants,
- * grants-by-capability, jti, two counters, the audit stream; a counter or stream the call does not
- * use is given as the agent's key, which is in the right slot and which that part never touches.
+ * grants-by-capability, jti, two counters, the audit stream, the decision stream; a counter or
+ * stream the call does not use is given as the agent's key, which is in the right slot and which
+ * that part never touches.
  * ARGV: key version, jti ttl ms, now ms, next session deadline, counter count c, event count e,
- * the stream's max length, the stream entry's field name, then c pairs (points, window seconds),
- * then e event JSONs, then the capability names whose grants come back (one for execute, up to
- * one per item for batch execute).
- * Order: the events are appended first, whatever the outcome (they are earlier calls' records,
- * each XADD pcall'ed so one refused append stops nothing); then not_found, stale_key (which
- * spend nothing: the retry spends), the counters, replay (writes nothing more), then the jti is
- * recorded and, only for a usable agent, the session is extended and lastUsedAtMs touched.
- * Returns {outcome, written flags, counts as consumed/ms pairs, then for 'ok': agentFields as
- * read, session deadline as read or false, grant jsons}.
+ * the audit stream's max length, its entry's field name, record count d, the decision stream's max
+ * length, its entry's field name (eleven in all), then c pairs (points, window seconds), then e
+ * event JSONs, then d decision record JSONs, then the capability names whose grants come back (one
+ * for execute, up to one per item for batch execute).
+ * Order: the events and then the decision records are appended first, whatever the outcome (they
+ * are earlier calls' records, each XADD pcall'ed so one refused append stops nothing); then
+ * not_found, stale_key (which spend nothing: the retry spends), the counters, replay (writes
+ * nothing more), then the jti is recorded and, only for a usable agent, the session is extended and
+ * lastUsedAtMs touched.
+ * Returns {outcome, event written flags, record written flags, counts as consumed/ms pairs, then
+ * for 'ok': agentFields as read, session deadline as read or false, grant jsons}.
  */
 const EXECUTE_ROUND_TRIP: ScriptDefinition = {
   numberOfKeys: EXECUTE_KEY_COUNT,
   lua: `${COUNTER_HELPERS}
 local counterCount = tonumber(ARGV[5])
 local eventCount = tonumber(ARGV[6])
-local written = {}
-for i = 1, eventCount do
-  local result = redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', ARGV[7], '*', ARGV[8], ARGV[8 + 2 * counterCount + i])
-  if type(result) == 'table' and result.err then written[i] = 0 else written[i] = 1 end
+local recordCount = tonumber(ARGV[9])
+local function append(stream, maxLength, field, first, count)
+  local written = {}
+  for i = 1, count do
+    local result = redis.pcall('XADD', stream, 'MAXLEN', '~', maxLength, '*', field, ARGV[first + i])
+    if type(result) == 'table' and result.err then written[i] = 0 else written[i] = 1 end
+  end
+  return written
 end
+local written = append(KEYS[8], ARGV[7], ARGV[8], 11 + 2 * counterCount, eventCount)
+local decided = append(KEYS[9], ARGV[10], ARGV[11], 11 + 2 * counterCount + eventCount, recordCount)
 
 local flat = redis.call('HGETALL', KEYS[1])
-if #flat == 0 then return {'not_found', written} end
+if #flat == 0 then return {'not_found', written, decided} end
 local agent = {}
 for i = 1, #flat, 2 do agent[flat[i]] = flat[i + 1] end
-if tonumber(agent.keyVersion) ~= tonumber(ARGV[1]) then return {'stale_key', written} end
+if tonumber(agent.keyVersion) ~= tonumber(ARGV[1]) then return {'stale_key', written, decided} end
 
 local counts = {}
 for i = 1, counterCount do
-  local consumed, ttl = spendCounter(KEYS[5 + i], ARGV[7 + 2 * i], ARGV[8 + 2 * i])
+  local consumed, ttl = spendCounter(KEYS[5 + i], ARGV[10 + 2 * i], ARGV[11 + 2 * i])
   counts[#counts + 1] = consumed
   counts[#counts + 1] = ttl
 end
-if not redis.call('SET', KEYS[5], '1', 'PX', ARGV[2], 'NX') then return {'replay', written, counts} end
+if not redis.call('SET', KEYS[5], '1', 'PX', ARGV[2], 'NX') then return {'replay', written, decided, counts} end
 
 local now = tonumber(ARGV[3])
 local session = redis.call('GET', KEYS[2])
@@ -220,7 +229,7 @@ end
 
 -- A name given twice is asked once, so no grant comes back twice.
 local names, seen = {}, {}
-for i = 9 + 2 * counterCount + eventCount, #ARGV do
+for i = 12 + 2 * counterCount + eventCount + recordCount, #ARGV do
   if not seen[ARGV[i]] then
     seen[ARGV[i]] = true
     names[#names + 1] = ARGV[i]
@@ -240,7 +249,7 @@ if #names > 0 then
     end
   end
 end
-return {'ok', written, counts, flat, session, grants}
+return {'ok', written, decided, counts, flat, session, grants}
 `,
 };
 

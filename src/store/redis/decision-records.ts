@@ -1,0 +1,73 @@
+// The Redis store's recorded policy decisions (the DecisionRecords role of store.ts): one stream
+// (`XADD MAXLEN ~`), read newest first with XREVRANGE. Nothing forwards it and no person reads it
+// as a trail, so unlike the audit stream it has no consumer group and no age bound. The stream is
+// one key: on a Redis Cluster it lives in one slot of its own. Its commands go on the store's one
+// command connection (parts.ts), so an append in the hot path's tick rides with its round trip.
+import { assertMaxRecords, decisionReadBounds } from '../checks.ts';
+import type { DecisionRecords, StoredDecision } from '../store.ts';
+import { RedisRole, type RedisParts } from './parts.ts';
+
+/** The one field of a stream entry: the record's JSON text (the execute script appends entries too). */
+export const DECISION_RECORD_FIELD = 'record';
+
+type StreamEntry = [id: string, fields: string[]];
+
+export class RedisDecisionRecords extends RedisRole implements DecisionRecords {
+  readonly #key: string;
+
+  constructor(redis: RedisParts) {
+    super(redis);
+    this.#key = redis.keys.decisionStream;
+  }
+
+  /**
+   * Not async on purpose: the command is issued before this returns, so in the tick of the hot
+   * path's round trip it joins its auto-pipeline (no round trip of its own). One record is one
+   * XADD; several are one call of the audit trail's append script, which is the same for any stream
+   * and field (audit-scripts.ts AUDIT_APPEND; no minimum id, so no trim by age). A refused append
+   * answers false for its records rather than rejecting: the records are a sample, and losing some
+   * must not fail the call that carried them.
+   */
+  appendDecisionRecords(records: readonly string[], maxRecords: number): Promise<boolean[]> {
+    try {
+      assertMaxRecords(maxRecords);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (records.length === 0) return Promise.resolve([]);
+    const maxLength = String(maxRecords);
+    if (records.length === 1) {
+      return this.redis.connection.xadd(this.#key, 'MAXLEN', '~', maxLength, '*', DECISION_RECORD_FIELD, records[0]!).then(() => [true], () => [false]);
+    }
+    return this.redis.scripts.agentgateAuditAppend(this.#key, maxLength, '', DECISION_RECORD_FIELD, ...records).then(
+      (written) => records.map((_, i) => Array.isArray(written) && written[i] === 1),
+      () => records.map(() => false),
+    );
+  }
+
+  async readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]> {
+    const before = decisionReadBounds(count, beforeId);
+    // Nothing is older than 0-0, and Redis refuses `(0-0` as an end (it has no predecessor).
+    if (before !== null && before.ms === 0n && before.seq === 0n) return [];
+    const end = beforeId === undefined ? '+' : `(${beforeId}`;
+    const entries = (await this.redis.connection.xrevrange(this.#key, end, '-', 'COUNT', count)) as StreamEntry[];
+    const decisions: StoredDecision[] = [];
+    for (const [id, fields] of entries) {
+      const json = recordField(fields);
+      if (json !== null) decisions.push({ id, json });
+    }
+    return decisions;
+  }
+}
+
+/**
+ * The record's JSON text of an entry's fields (name, value, name, value, ...), or null when the
+ * entry has no such field: one written by hand, or by something else, is skipped, not thrown. The
+ * loop is bounded by the entry, which Redis holds whole.
+ */
+function recordField(fields: readonly string[]): string | null {
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (fields[i] === DECISION_RECORD_FIELD) return fields[i + 1]!;
+  }
+  return null;
+}

@@ -55,6 +55,7 @@ const FIXTURES = [
   { wasm: 'deny.wasm', rego: 'deny.rego', golden: 'deny.golden.json' },
   { wasm: 'misbehaving.wasm', rego: 'misbehaving.rego', golden: 'misbehaving.golden.json' },
   { wasm: 'misbehaving-grants-only.wasm', rego: 'misbehaving.rego', entrypoints: ['agentgate/grants'] },
+  { wasm: 'spin.wasm', rego: 'spin.rego' },
 ];
 const FIXTURES_MANIFEST = 'manifest.json';
 const require = createRequire(import.meta.url);

@@ -23,6 +23,11 @@ export interface DecisionRecord {
   output: unknown;
   /** Execute only: the plugin operator answers the decision used, so the decision can be re-run without the sandbox. */
   operatorAnswers?: Array<[name: string, operand: unknown, actual: unknown, answer: boolean]>;
+  /**
+   * Set when the live policy answered the redacted input differently from the real one: the
+   * decision depends on a redacted value, so a preview cannot re-run it faithfully.
+   */
+  redactionDependent?: true;
 }
 
 export type OperatorAnswer = [name: string, operand: unknown, actual: unknown, answer: boolean];
@@ -151,8 +156,12 @@ function jsonShapeProblem(value: unknown, depth: number, walk: JsonWalk): string
   return null;
 }
 
-/** The live output's shape, as far as the preview reads it: anything else cannot be compared. */
-function outputProblem(entrypoint: DecisionEntrypoint, output: unknown): string | null {
+/**
+ * What makes a live output unreadable to a comparison (preview.ts), in words; null when it is
+ * readable. Only the shape is checked, not the size: a record's size is checked apart, and a shadow's
+ * live output comes straight from the engine.
+ */
+export function decisionOutputProblem(entrypoint: DecisionEntrypoint, output: unknown): string | null {
   if (!isRecord(output)) return 'output is not an object';
   if (entrypoint === 'agentgate/execute') {
     if (typeof output.allow !== 'boolean') return 'output.allow is not a boolean';
@@ -194,10 +203,11 @@ export function decisionRecordProblem(value: unknown): string | null {
   if (!isRecord(value.input)) return 'input is not an object';
   const inputProblem = jsonValueProblem(value.input, MAX_RECORD_PART_BYTES);
   if (inputProblem !== null) return `input ${inputProblem}`;
-  const outputShape = outputProblem(entrypoint, value.output);
+  const outputShape = decisionOutputProblem(entrypoint, value.output);
   if (outputShape !== null) return outputShape;
   const outputSize = jsonValueProblem(value.output, MAX_RECORD_PART_BYTES);
   if (outputSize !== null) return `output ${outputSize}`;
+  if (value.redactionDependent !== undefined && value.redactionDependent !== true) return 'redactionDependent is not true';
   if (value.operatorAnswers !== undefined) {
     // A grants decision never asks a plugin operator, so answers on one mean the record is not what it says.
     if (entrypoint !== 'agentgate/execute') return 'operatorAnswers belong to execute decisions only';
@@ -218,6 +228,7 @@ export function parseDecisionRecord(value: unknown): DecisionRecord | null {
   const record: DecisionRecord = { at: v.at, entrypoint: v.entrypoint, sha256: v.sha256, input: v.input, output: v.output };
   if (v.id !== undefined) record.id = v.id;
   if (v.operatorAnswers !== undefined) record.operatorAnswers = v.operatorAnswers;
+  if (v.redactionDependent === true) record.redactionDependent = true;
   return record;
 }
 

@@ -5,8 +5,12 @@
 // so nothing here calls the plugin sandbox, the store or the clock of the decision.
 //
 // It is synchronous on purpose: the candidate's wasm runs synchronously anyway, and a caller that
-// must stay responsive gives it a slice of records and a deadline.
-import { decisionRecordProblem, operatorFromAnswers, UnrecordedOperatorCall, type DecisionRecord } from './decision-records.ts';
+// must stay responsive runs it off the main thread (candidates.ts). DecisionPreview keeps one tally
+// across as many slices of records as the caller feeds it; previewDecisions runs one iterable.
+//
+// The verdict rules live here once: compareWithCandidate runs a candidate on one live decision and
+// says how its answer differs, for the preview's tally and for a shadow policy's (candidates.ts).
+import { decisionOutputProblem, decisionRecordProblem, operatorFromAnswers, UnrecordedOperatorCall, type DecisionEntrypoint, type DecisionRecord, type OperatorAnswer } from './decision-records.ts';
 import type { OperatorEvaluator } from './engine.ts';
 import type { ExecuteInput, GrantsInput, PolicyEngine } from './types.ts';
 import { describeThrown } from '../common/thrown.ts';
@@ -59,8 +63,6 @@ const KEY_SEPARATOR = '\u0000';
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-type Direction = FlipGroup['direction'];
-
 /** Outcome of one side of one decision, as the comparison needs it. */
 interface Verdict {
   allows: boolean;
@@ -70,8 +72,65 @@ interface Verdict {
   rule: string;
 }
 
-/** The running totals; a class so the loop's helpers share them without allocating per record. */
-class Tally {
+/**
+ * How a candidate's decision differs from the live one. `other` is a change that neither allows nor
+ * refuses anything new: a grants decision that moved between 'approval' and 'deny'. A decision both
+ * sides allow (or both refuse in the same way) is `unchanged`, even when the details differ (another
+ * grant_id, other violations or reasons): what a reviewer acts on is whether it is allowed.
+ */
+export type DecisionChange = 'unchanged' | 'allow_to_deny' | 'deny_to_allow' | 'other';
+
+/** One decision as the live policy made it: a record, or a decision a shadow policy observes. */
+export interface LiveDecision {
+  entrypoint: DecisionEntrypoint;
+  input: Record<string, unknown>;
+  /** The live policy's output; one that decisionOutputProblem refuses cannot be compared. */
+  output: unknown;
+  /** Execute only: the plugin operator answers the live decision used. */
+  operatorAnswers?: ReadonlyArray<OperatorAnswer>;
+}
+
+/** Where compareWithCandidate reports, once per decision compared or once per live decision it could not compare. */
+export interface ComparisonSink {
+  /**
+   * One decision compared (a grants decision holds one per request). `rule` names why the refusing
+   * side refuses: the candidate's reason for allow_to_deny and other, the live one's for
+   * deny_to_allow, '' when unchanged.
+   */
+  compared(change: DecisionChange, capability: string, hostId: string, rule: string, input: Record<string, unknown>): void;
+  /** The decision could not be compared: the candidate threw, answered something unreadable, or needed an operator answer nobody recorded. */
+  failed(input: Record<string, unknown>, error: string): void;
+}
+
+/**
+ * Runs the candidate on one live decision and tells `sink` how its answer differs: an execute
+ * decision re-runs with the plugin operator answers it recorded, a grants decision is paired request
+ * by request. Never throws for anything the candidate does; a live output it cannot read is a failure.
+ */
+export function compareWithCandidate(live: LiveDecision, candidate: CandidatePolicy, sink: ComparisonSink): void {
+  const problem = decisionOutputProblem(live.entrypoint, live.output);
+  if (problem !== null) {
+    sink.failed(live.input, `the live decision cannot be read: ${problem}`);
+    return;
+  }
+  if (live.entrypoint === 'agentgate/execute') compareExecute(live, candidate, sink);
+  else compareGrants(live, candidate, sink);
+}
+
+/** The change from one side's verdict to the other's: the one place the verdict rule is written. */
+function changeBetween(live: Verdict, candidate: Verdict): DecisionChange {
+  if (live.allows === candidate.allows) return live.name === candidate.name ? 'unchanged' : 'other';
+  return live.allows ? 'allow_to_deny' : 'deny_to_allow';
+}
+
+function reportChange(sink: ComparisonSink, live: Verdict, candidate: Verdict, capability: string, hostId: string, input: Record<string, unknown>): void {
+  const change = changeBetween(live, candidate);
+  const rule = change === 'unchanged' ? '' : change === 'deny_to_allow' ? live.rule : candidate.rule;
+  sink.compared(change, capability, hostId, rule, input);
+}
+
+/** The running totals; a class so the comparison reports into it without allocating per record. */
+class Tally implements ComparisonSink {
   evaluated = 0;
   decisions = 0;
   unchanged = 0;
@@ -87,26 +146,27 @@ class Tally {
     this.examplesPerGroup = examplesPerGroup;
   }
 
-  error(input: Record<string, unknown>, error: string): void {
+  failed(input: Record<string, unknown>, error: string): void {
     this.errorCount++;
     if (this.errorExamples.length < MAX_ERROR_EXAMPLES) this.errorExamples.push({ input, error });
   }
 
-  compare(live: Verdict, candidate: Verdict, capability: string, hostId: string, input: Record<string, unknown>): void {
+  compared(change: DecisionChange, capability: string, hostId: string, rule: string, input: Record<string, unknown>): void {
     this.decisions++;
-    if (live.allows === candidate.allows) {
-      if (live.name === candidate.name) this.unchanged++;
-      else this.otherChanges++;
+    if (change === 'unchanged') {
+      this.unchanged++;
       return;
     }
-    const direction: Direction = live.allows ? 'allow_to_deny' : 'deny_to_allow';
-    if (live.allows) this.allowToDeny++;
+    if (change === 'other') {
+      this.otherChanges++;
+      return;
+    }
+    if (change === 'allow_to_deny') this.allowToDeny++;
     else this.denyToAllow++;
-    const rule = live.allows ? candidate.rule : live.rule;
-    const key = direction + KEY_SEPARATOR + capability + KEY_SEPARATOR + hostId + KEY_SEPARATOR + rule;
+    const key = change + KEY_SEPARATOR + capability + KEY_SEPARATOR + hostId + KEY_SEPARATOR + rule;
     let group = this.groups.get(key);
     if (group === undefined) {
-      group = { direction, capability, host_id: hostId, rule, count: 0, examples: [] };
+      group = { direction: change, capability, host_id: hostId, rule, count: 0, examples: [] };
       this.groups.set(key, group);
     }
     group.count++;
@@ -114,21 +174,72 @@ class Tally {
   }
 }
 
-/**
- * Runs the candidate on every recorded decision and reports what it would change. A record that is
- * malformed, a candidate that throws or answers something unreadable, and an execute decision that
- * would need an operator answer the record lacks are counted in `errors` and never stop the preview.
- * Bounded by the records given and, when set, by `deadlineMs`.
- */
-export function previewDecisions(records: Iterable<DecisionRecord>, candidate: CandidatePolicy, options: PreviewOptions = {}): PreviewReport {
-  const examplesPerGroup = options.examplesPerGroup ?? DEFAULT_EXAMPLES_PER_GROUP;
-  const maxGroups = options.maxGroups ?? DEFAULT_MAX_GROUPS;
-  for (const [name, value] of [['examplesPerGroup', examplesPerGroup], ['maxGroups', maxGroups], ['deadlineMs', options.deadlineMs ?? 0]] as const) {
+/** Throws a RangeError naming the first option that bounds nothing. */
+export function checkPreviewOptions(options: PreviewOptions): void {
+  for (const [name, value] of [['examplesPerGroup', options.examplesPerGroup ?? 0], ['maxGroups', options.maxGroups ?? 0], ['deadlineMs', options.deadlineMs ?? 0]] as const) {
     if (!(value >= 0)) throw new RangeError(`${name} must be a number of at least 0, got ${value}`);
   }
+}
+
+/**
+ * A preview fed record by record, keeping one tally however many slices the records come in (a
+ * worker fed pages of a store's records, say). A record that is malformed, a candidate that throws
+ * or answers something unreadable, and an execute decision that would need an operator answer the
+ * record lacks are counted in `errors` and never stop the preview.
+ */
+export class DecisionPreview {
+  readonly #candidate: CandidatePolicy;
+  readonly #maxGroups: number;
+  readonly #tally: Tally;
+
+  constructor(candidate: CandidatePolicy, options: Pick<PreviewOptions, 'examplesPerGroup' | 'maxGroups'> = {}) {
+    checkPreviewOptions(options);
+    this.#candidate = candidate;
+    this.#maxGroups = options.maxGroups ?? DEFAULT_MAX_GROUPS;
+    this.#tally = new Tally(options.examplesPerGroup ?? DEFAULT_EXAMPLES_PER_GROUP);
+  }
+
+  add(record: DecisionRecord): void {
+    const tally = this.#tally;
+    tally.evaluated++;
+    const problem = decisionRecordProblem(record);
+    if (problem !== null) {
+      tally.failed({}, `record${recordIdOf(record)} is malformed: ${problem}`);
+      return;
+    }
+    if (record.redactionDependent === true) {
+      // Re-run redacted, it would not even reproduce the live answer: any "flip" would be the redaction's.
+      tally.failed(record.input, 'the recorded decision depended on a redacted value, so it cannot be re-run faithfully');
+      return;
+    }
+    compareWithCandidate(record, this.#candidate, tally);
+  }
+
+  /** The report of every record added so far. */
+  report(): PreviewReport {
+    const tally = this.#tally;
+    return {
+      evaluated: tally.evaluated,
+      decisions: tally.decisions,
+      unchanged: tally.unchanged,
+      allow_to_deny: tally.allowToDeny,
+      deny_to_allow: tally.denyToAllow,
+      other_changes: tally.otherChanges,
+      groups: [...tally.groups.values()].sort(compareGroups).slice(0, this.#maxGroups),
+      errors: { count: tally.errorCount, examples: [...tally.errorExamples] },
+    };
+  }
+}
+
+/**
+ * Runs the candidate on every recorded decision and reports what it would change (DecisionPreview
+ * says what counts as an error). Bounded by the records given and, when set, by `deadlineMs`.
+ */
+export function previewDecisions(records: Iterable<DecisionRecord>, candidate: CandidatePolicy, options: PreviewOptions = {}): PreviewReport {
+  checkPreviewOptions(options);
   const now = options.now ?? (() => performance.now());
   const deadlineAtMs = options.deadlineMs === undefined ? Infinity : now() + options.deadlineMs;
-  const tally = new Tally(examplesPerGroup);
+  const preview = new DecisionPreview(candidate, options);
   let truncated = false;
 
   for (const record of records) {
@@ -137,26 +248,10 @@ export function previewDecisions(records: Iterable<DecisionRecord>, candidate: C
       truncated = true;
       break;
     }
-    tally.evaluated++;
-    const problem = decisionRecordProblem(record);
-    if (problem !== null) {
-      tally.error({}, `record${recordIdOf(record)} is malformed: ${problem}`);
-      continue;
-    }
-    if (record.entrypoint === 'agentgate/execute') previewExecute(record, candidate, tally);
-    else previewGrants(record, candidate, tally);
+    preview.add(record);
   }
 
-  const report: PreviewReport = {
-    evaluated: tally.evaluated,
-    decisions: tally.decisions,
-    unchanged: tally.unchanged,
-    allow_to_deny: tally.allowToDeny,
-    deny_to_allow: tally.denyToAllow,
-    other_changes: tally.otherChanges,
-    groups: [...tally.groups.values()].sort(compareGroups).slice(0, maxGroups),
-    errors: { count: tally.errorCount, examples: tally.errorExamples },
-  };
+  const report = preview.report();
   if (truncated) report.truncated = true;
   return report;
 }
@@ -165,9 +260,9 @@ function recordIdOf(record: unknown): string {
   return isRecord(record) && typeof record.id === 'string' ? ` ${record.id.slice(0, 128)}` : '';
 }
 
-function previewExecute(record: DecisionRecord, candidate: CandidatePolicy, tally: Tally): void {
-  const input = record.input;
-  const recorded = operatorFromAnswers(record.operatorAnswers ?? []);
+function compareExecute(live: LiveDecision, candidate: CandidatePolicy, sink: ComparisonSink): void {
+  const input = live.input;
+  const recorded = operatorFromAnswers(live.operatorAnswers ?? []);
   // The engine's builtin answers false for any throw (a throw inside wasm would corrupt the
   // instance), so an unrecorded call is noticed here, on its way out of the evaluator.
   let unrecorded: UnrecordedOperatorCall | null = null;
@@ -184,21 +279,21 @@ function previewExecute(record: DecisionRecord, candidate: CandidatePolicy, tall
     output = candidate.decideExecute(input as unknown as ExecuteInput, operator);
   } catch (error) {
     // A candidate other than the engine may let the evaluator's throw through instead.
-    tally.error(input, unrecorded === null ? `the candidate could not decide: ${describeThrown(error)}` : unevaluable(unrecorded));
+    sink.failed(input, unrecorded === null ? `the candidate could not decide: ${describeThrown(error)}` : unevaluable(unrecorded));
     return;
   }
   if (unrecorded !== null) {
-    tally.error(input, unevaluable(unrecorded));
+    sink.failed(input, unevaluable(unrecorded));
     return;
   }
   if (!isRecord(output) || typeof output.allow !== 'boolean') {
-    tally.error(input, 'the candidate answered an execute decision without a boolean allow');
+    sink.failed(input, 'the candidate answered an execute decision without a boolean allow');
     return;
   }
   const agent = input.agent;
   const hostId = isRecord(agent) && typeof agent.host_id === 'string' ? agent.host_id : '';
   const capability = typeof input.capability === 'string' ? input.capability : '';
-  tally.compare(executeVerdict(record.output as Record<string, unknown>), executeVerdict(output), capability, hostId, input);
+  reportChange(sink, executeVerdict(live.output as Record<string, unknown>), executeVerdict(output), capability, hostId, input);
 }
 
 function unevaluable(error: UnrecordedOperatorCall): string {
@@ -226,25 +321,25 @@ function executeRule(output: Record<string, unknown>): string {
   return typeof output.reason === 'string' && output.reason !== '' ? output.reason : 'denied';
 }
 
-function previewGrants(record: DecisionRecord, candidate: CandidatePolicy, tally: Tally): void {
-  const input = record.input;
+function compareGrants(live: LiveDecision, candidate: CandidatePolicy, sink: ComparisonSink): void {
+  const input = live.input;
   let output: unknown;
   try {
     output = candidate.decideGrants(input as unknown as GrantsInput);
   } catch (error) {
-    tally.error(input, `the candidate could not decide: ${describeThrown(error)}`);
+    sink.failed(input, `the candidate could not decide: ${describeThrown(error)}`);
     return;
   }
-  const live = (record.output as { decisions: Array<Record<string, unknown>> }).decisions;
-  const paired = pairByCapability(live, output);
+  const decisions = (live.output as { decisions: Array<Record<string, unknown>> }).decisions;
+  const paired = pairByCapability(decisions, output);
   if (typeof paired === 'string') {
-    tally.error(input, paired);
+    sink.failed(input, paired);
     return;
   }
   const host = input.host;
   const hostId = isRecord(host) && typeof host.id === 'string' ? host.id : '';
-  for (let i = 0; i < live.length; i++) {
-    tally.compare(grantVerdict(live[i]!), grantVerdict(paired[i]!), live[i]!.capability as string, hostId, input);
+  for (let i = 0; i < decisions.length; i++) {
+    reportChange(sink, grantVerdict(decisions[i]!), grantVerdict(paired[i]!), decisions[i]!.capability as string, hostId, input);
   }
 }
 

@@ -33,6 +33,10 @@ import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { keyCacheObserver } from './metrics/observers.ts';
 import { startOperators, type Operators } from './operators/setup.ts';
 import { instrumentPolicy } from './policy/instrumented.ts';
+import { CandidatePolicies } from './policy/candidates.ts';
+import { compileRedaction } from './policy/redaction.ts';
+import { DecisionLog, recordingPolicy } from './services/decision-log.ts';
+import { ShadowDisagreements } from './services/policy-rollout.ts';
 import { loadPolicyEngine } from './policy/engine.ts';
 import type { ReloadOutcome } from './policy/reloader.ts';
 import type { PolicyEngine } from './policy/types.ts';
@@ -52,8 +56,8 @@ import type { Store } from './store/store.ts';
  * What buildApp wires: the parts the use cases share as they are (ServiceDeps names each), with the
  * store before its fail-closed wrapper; the rest buildApp makes itself.
  */
-type AppDependencies = Pick<ServiceDeps, 'config' | 'store' | 'clock' | 'policy' | 'catalog' | 'operators' | 'pluginSandbox' | 'userCodes' | 'logger' | 'limits' | 'audit'>
-  & Partial<Pick<ServiceDeps, 'runCapability' | 'reloadPolicy' | 'reloadOperators'>>
+type AppDependencies = Pick<ServiceDeps, 'config' | 'store' | 'clock' | 'policy' | 'catalog' | 'operators' | 'pluginSandbox' | 'userCodes' | 'logger' | 'limits' | 'audit' | 'decisions'>
+  & Partial<Pick<ServiceDeps, 'runCapability' | 'reloadPolicy' | 'reloadOperators' | 'rollout' | 'readPolicyArtefact'>>
   & {
     /** People sign in through this OpenID Connect provider on the approval page; absent: not configured. */
     oidc?: OidcSignIn | undefined;
@@ -92,8 +96,11 @@ function buildApp(input: AppDependencies): App {
   const keys = new AgentKeyCache({
     maxEntries: config.KEY_CACHE_MAX_ENTRIES, ttlSeconds: config.KEY_CACHE_TTL_SECONDS, clock, importer, onLookup: keyCacheObserver(metrics, logger),
   });
-  // Decisions are timed for metrics and, at debug, logged with their arguments' values redacted.
-  const policy = instrumentPolicy(input.policy, metrics, logger);
+  // Decisions are timed for metrics and, at debug, logged with their arguments' values redacted;
+  // then recorded for previews and offered to the shadow policy, if one is loaded (off this thread).
+  const candidates = input.rollout?.candidates;
+  const observer = candidates ? { active: () => candidates.shadowArtefact() !== null, observe: candidates.observe.bind(candidates) } : undefined;
+  const policy = recordingPolicy(instrumentPolicy(input.policy, metrics, logger), input.decisions, observer);
   metrics.observe({ policy: input.policy, store, logger });
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
   input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
@@ -109,6 +116,9 @@ function buildApp(input: AppDependencies): App {
     userCodes: input.userCodes,
     logger,
     audit: input.audit,
+    decisions: input.decisions,
+    ...(input.rollout ? { rollout: input.rollout } : {}),
+    ...(input.readPolicyArtefact ? { readPolicyArtefact: input.readPolicyArtefact } : {}),
     keys,
     limits: input.limits,
     ...(input.reloadPolicy ? { reloadPolicy: input.reloadPolicy } : {}),
@@ -218,6 +228,23 @@ export async function assembleService(config: Config, options: AssemblyOptions):
     logger.info('operator plugins reloaded', { operators: names });
     return names;
   });
+  // Every decision from here on is recorded (decision-log.ts); the shadow's disagreements are kept
+  // redacted as the records are, and counted by capability (a name outside the catalog as "(other)").
+  const redaction = compileRedaction(config.DECISION_LOG_REDACT);
+  const decisions = new DecisionLog({
+    // Records wait for a ride as long as audit events do: one setting for what an idle instance holds back.
+    store, sample: config.DECISION_LOG_SAMPLE, maxRecords: config.DECISION_LOG_MAX_RECORDS, redaction, flushMs: config.AUDIT_FLUSH_MS,
+    writeDeadlineMs: redisCallDeadlineMs(config.REDIS_COMMAND_TIMEOUT_MS), logger,
+  });
+  const disagreements = new ShadowDisagreements(redaction);
+  const candidates = new CandidatePolicies({
+    memoryMaxPages: config.POLICY_MEMORY_MAX_PAGES, shadowQueueMax: config.POLICY_SHADOW_QUEUE_MAX, previewTimeoutMs: config.POLICY_PREVIEW_TIMEOUT_MS, logger,
+    onDisagreement: (disagreement) => {
+      disagreements.add(disagreement);
+      const capability = catalog.get(disagreement.capability) ? disagreement.capability : '(other)';
+      metrics.shadowDisagreement(disagreement.entrypoint, capability, disagreement.direction);
+    },
+  });
   const reloader = new AuditedPolicyReloader({ engine, logger, audit: audit.log, watchPaths: [config.POLICY_WASM_PATH, config.POLICY_GOLDEN_PATH] });
   if (config.POLICY_WATCH) reloader.start();
   const userCodes = await userCodesFor(config.USER_CODE_KEY, store, (message) => logger.warn(message));
@@ -233,9 +260,12 @@ export async function assembleService(config: Config, options: AssemblyOptions):
   if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
   const built = buildApp({
     config, store, clock: options.clock ?? systemClock, policy: engine, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits, metrics,
-    reloadPolicy: () => reloader.reload('admin'),
+    reloadPolicy: (artefact) => reloader.reload('admin', artefact),
     reloadOperators: () => reloadOperators('admin'),
     audit: audit.log,
+    decisions,
+    rollout: { candidates, disagreements },
+    readPolicyArtefact: () => engine.readArtefact(),
   });
   let stopCleanup = (): void => {};
   return {
@@ -250,8 +280,8 @@ export async function assembleService(config: Config, options: AssemblyOptions):
     async close() {
       stopCleanup();
       reloader.stop();
-      // The audit queue is written while the store is still open (audit.close never throws).
-      await audit.close();
+      // The audit and decision queues are written while the store is still open (neither close throws).
+      await Promise.all([audit.close(), decisions.close().catch((err: unknown) => logger.error('closing the decision log failed', { err })), candidates.close().catch(() => undefined)]);
       await Promise.allSettled([store.close(), plugins.close()]);
     },
   };

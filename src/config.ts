@@ -3,6 +3,7 @@
 import { accessSync, constants as fsConstants } from 'node:fs';
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { compileRedaction } from './policy/redaction.ts';
 
 /** true/false, 1/0, yes/no, on/off, enabled/disabled (any case); anything else is refused. */
 const bool = z.stringbool();
@@ -120,6 +121,20 @@ export type RedisTopology = (
   tlsCaFile?: string;
 };
 
+/**
+ * Secrets the decision log redacts unless told otherwise: the member names that hold them in
+ * common APIs. An operator who sets DECISION_LOG_REDACT replaces this list, so the README says so.
+ */
+const DEFAULT_REDACTION = 'password,secret,token,api_key,apikey,authorization,ssn,card_number,iban';
+
+const redactionPatterns = z.string().superRefine((text, ctx) => {
+  try {
+    compileRedaction(text);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+});
+
 const objectSchema = z
   .object({
     PORT: integerIn(0, 65535).default(3000),
@@ -173,6 +188,22 @@ const objectSchema = z
     /** Reload the policy when its artefact or golden file changes on disk. */
     POLICY_WATCH: bool.default(true),
     POLICY_MEMORY_MAX_PAGES: integerIn(16, 16_384).default(1024),
+    /**
+     * Share of execute decisions recorded with their input for previews (0 to 1); grant decisions
+     * are always recorded. The recording rides execute's one Redis command.
+     */
+    DECISION_LOG_SAMPLE: z.coerce.number().min(0).max(1).default(0.01),
+    /** Recorded decisions kept (the newest; older ones are trimmed as they come). */
+    DECISION_LOG_MAX_RECORDS: integerIn(1000, 10_000_000).default(100_000),
+    /**
+     * What a recorded decision never holds: comma-separated field names (any depth) or dotted paths
+     * from the input's root with `*` (one level) and `**` (any levels), e.g. `arguments.iban`.
+     */
+    DECISION_LOG_REDACT: redactionPatterns.default(DEFAULT_REDACTION),
+    /** Observations a shadow policy may have waiting; beyond it they are dropped and counted. */
+    POLICY_SHADOW_QUEUE_MAX: integerIn(10, 1_000_000).default(10_000),
+    /** How long a preview of a candidate policy may run before it is stopped. */
+    POLICY_PREVIEW_TIMEOUT_MS: integerIn(1000, 600_000).default(60_000),
 
     ALGORITHMS: csv(['Ed25519', 'P-256'] as const).default(['Ed25519']),
     /** Which backend verifies Ed25519 signatures (src/auth/ed25519-verify.ts). */

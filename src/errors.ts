@@ -47,6 +47,10 @@ export const ERROR_STATUS = {
   not_found: 404,
   /** A reload (policy artefact or operator plugins) failed its checks; the previous set keeps serving. */
   reload_rejected: 422,
+  /** A guarded reload's preview flipped more recorded decisions than `max_flips` allows; the live policy stays. The body holds the preview. */
+  max_flips_exceeded: 409,
+  /** No shadow policy is loaded on this instance (promote or read one first). */
+  no_shadow_policy: 404,
   /** The request line and headers exceed HTTP_MAX_HEADER_BYTES (answered by src/http/server.ts, as Node would: 431). */
   request_header_fields_too_large: 431,
   /** The request was not received within HTTP_HEADERS_TIMEOUT_MS or HTTP_REQUEST_TIMEOUT_MS (as Node would: 408). */

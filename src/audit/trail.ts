@@ -59,8 +59,8 @@ export class AuditedPolicyReloader extends PolicyReloader {
     this.#audit = options.audit;
   }
 
-  override async reload(trigger: ReloadTrigger): Promise<ReloadOutcome> {
-    const outcome = await super.reload(trigger);
+  override async reload(trigger: ReloadTrigger, artefact?: Uint8Array): Promise<ReloadOutcome> {
+    const outcome = await super.reload(trigger, artefact);
     this.#audit.record({
       type: 'policy.reloaded',
       actor: trigger === 'admin' ? 'admin' : 'system',

@@ -103,8 +103,12 @@ export const nonEmpty = (value: string | undefined): string | undefined => (valu
 // ---- talking to the admin API and printing its answers ---------------------------------------------
 
 /** One admin API call with the admin token. */
-export function adminCall(ctx: CommandContext, method: 'GET' | 'POST', path: string, options: { json?: unknown; query?: Record<string, string | undefined> } = {}): Promise<JsonAnswer> {
-  return ctx.http.send(method, ctx.http.url(path, options.query), { token: ctx.adminToken, ...(options.json !== undefined ? { json: options.json } : {}) });
+export function adminCall(
+  ctx: CommandContext, method: 'GET' | 'POST' | 'DELETE', path: string, options: { json?: unknown; wasm?: Uint8Array; query?: Record<string, string | undefined> } = {},
+): Promise<JsonAnswer> {
+  return ctx.http.send(method, ctx.http.url(path, options.query), {
+    token: ctx.adminToken, ...(options.json !== undefined ? { json: options.json } : {}), ...(options.wasm !== undefined ? { wasm: options.wasm } : {}),
+  });
 }
 
 /** With --json the server's body exactly as sent; otherwise what `human` makes of it. */

@@ -17,6 +17,8 @@ interface RequestOptions {
   /** Sent as `Authorization: Bearer`; never printed. */
   token?: string | undefined;
   json?: unknown;
+  /** A policy artefact, sent as application/wasm (instead of `json`). */
+  wasm?: Uint8Array;
 }
 
 export class HttpClient {
@@ -39,10 +41,11 @@ export class HttpClient {
   }
 
   /** Sends one request and answers its JSON; an error status throws ServerRefused. */
-  async send(method: 'GET' | 'POST', url: URL, options: RequestOptions = {}): Promise<JsonAnswer> {
+  async send(method: 'GET' | 'POST' | 'DELETE', url: URL, options: RequestOptions = {}): Promise<JsonAnswer> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
     if (options.json !== undefined) headers['content-type'] = 'application/json';
+    if (options.wasm !== undefined) headers['content-type'] = 'application/wasm';
     const signal = AbortSignal.timeout(this.timeoutMs);
     let status: number;
     let text: string;
@@ -53,6 +56,7 @@ export class HttpClient {
         redirect: 'manual',
         signal,
         ...(options.json !== undefined ? { body: JSON.stringify(options.json) } : {}),
+        ...(options.wasm !== undefined ? { body: options.wasm } : {}),
       });
       status = res.status;
       if (status >= 300 && status < 400) {
@@ -72,6 +76,8 @@ export class HttpClient {
       const message = typeof record?.message === 'string' ? record.message : `the server answered ${status}`;
       throw new ServerRefused(status, code, message, text, record);
     }
+    // 204: done, nothing to say (the shadow's removal).
+    if (status === 204) return { status, text: '{}', body: {} };
     if (body === undefined) {
       throw new ServerRefused(status, 'invalid_response', `the answer of ${url.pathname} is not JSON; is ${this.baseUrl.origin} an agentgate server?`, text, null);
     }

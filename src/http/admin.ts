@@ -3,12 +3,13 @@
 // audit trail (`admin.call`: method, path, status; never the body or the token), except a read of
 // the trail that succeeded (docs/stances.md, "Reads of the audit trail"); the trail is read here
 // (GET /admin/audit).
-import { Router, type NextFunction, type Request, type Response } from 'express';
+import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { requireAdminToken } from '../auth/operator-tokens.ts';
 import { AUDIT_EVENT_FAMILIES, AUDIT_ID_PATTERN, parseAuditTime } from '../audit/events.ts';
 import { ApiError, isApiError } from '../errors.ts';
 import * as admin from '../services/admin.ts';
+import { clearShadow, guardedReload, loadShadow, previewCandidate, promoteShadow, shadowStatus, type MaxFlips } from '../services/policy-rollout.ts';
 import { approveAgent, denyAgent } from '../services/approvals/decide.ts';
 import { listWaitingAgents, MAX_LISTED_APPROVALS } from '../services/approvals/waiting.ts';
 import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, queryAudit } from '../audit/query.ts';
@@ -59,6 +60,35 @@ export const auditQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(AUDIT_MAX_LIMIT).default(AUDIT_DEFAULT_LIMIT),
   cursor: z.string().regex(AUDIT_ID_PATTERN, 'must be a next_cursor this endpoint answered').optional().describe('the next_cursor of the previous page'),
 }).strict();
+
+/** `max_flips`: a count of changed decisions (`3`), or a share of those compared (`"0.5%"`). */
+const maxFlipsSchema = z.union([
+  z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).transform((count): MaxFlips => ({ count })),
+  z.string().regex(/^\d{1,3}(\.\d{1,6})?%$/, 'must be a count (3) or a share in percent ("0.5%")')
+    .transform((text, ctx): MaxFlips => {
+      const percent = Number(text.slice(0, -1));
+      if (percent > 100) ctx.addIssue({ code: 'custom', message: 'must be at most 100%' });
+      return { share: percent / 100 };
+    }),
+]).describe('reload only if the preview of the artefact changes at most this many recorded decisions: a count, or a share ("0.5%")');
+/** How many of the newest recorded decisions a preview reads. */
+const previewDecisionsSchema = z.coerce.number().int().min(1).max(10_000_000).describe('the newest recorded decisions to preview against (default: DECISION_LOG_MAX_RECORDS)');
+/** `POST /admin/policy/reload` */
+export const policyReloadBodySchema = z.object({ max_flips: maxFlipsSchema.optional(), decisions: previewDecisionsSchema.optional() }).strict();
+export const policyPreviewQuerySchema = z.object({ decisions: previewDecisionsSchema.optional() }).strict();
+
+/** The largest candidate artefact an admin may send (the shipped one is about 150 KB). */
+const MAX_ARTEFACT_BYTES = 16 * 1024 * 1024;
+// Read only once the admin token has verified (the router checks it first): nobody else can make
+// the server buffer 16 MB.
+const artefactBody = express.raw({ type: 'application/wasm', limit: MAX_ARTEFACT_BYTES });
+/** The request's artefact, or null when it sent none (an empty body, or no application/wasm). */
+function artefactOf(req: Request): Uint8Array | null {
+  const body: unknown = req.body;
+  if (body instanceof Uint8Array) return body.length > 0 ? body : null;
+  if (body === undefined || (typeof body === 'object' && body !== null && Object.keys(body).length === 0)) return null;
+  throw new ApiError('invalid_request', 'body: must be a policy artefact (Content-Type: application/wasm), or empty');
+}
 
 export function adminRouter(deps: ServiceDeps): Router {
   const router = Router();
@@ -153,10 +183,38 @@ export function adminRouter(deps: ServiceDeps): Router {
   });
 
   // DESIGN §5: reload the policy artefact on an admin call; a refused artefact changes nothing.
-  router.post('/admin/policy/reload', async (_req, res) => {
-    if (!deps.reloadPolicy) throw new ApiError('not_found', 'this instance cannot reload its policy');
-    const outcome = await deps.reloadPolicy();
+  // With max_flips, the artefact is previewed against the recorded decisions first, and a reload
+  // that would change more of them is refused (409, the preview in the body).
+  router.post('/admin/policy/reload', async (req, res) => {
+    const body = parseWith(policyReloadBodySchema, req.body ?? {}, 'body');
+    const outcome = await guardedReload(deps, body.max_flips, body.decisions ?? deps.config.DECISION_LOG_MAX_RECORDS);
     if (!outcome.ok) throw new ApiError('reload_rejected', `the new policy artefact was refused: ${outcome.error}`);
+    res.json({ sha256: outcome.sha256, generation: outcome.generation, ...(outcome.preview ? { preview: outcome.preview } : {}) });
+  });
+
+  // What a candidate artefact (the body, application/wasm) would change among the recorded
+  // decisions; without a body, the artefact file as it is on disk now (what a reload would load).
+  router.post('/admin/policy/preview', artefactBody, async (req, res) => {
+    const query = parseWith(policyPreviewQuerySchema, req.query, 'query');
+    res.json(await previewCandidate(deps, artefactOf(req), query.decisions ?? deps.config.DECISION_LOG_MAX_RECORDS));
+  });
+
+  // This instance's shadow policy: loaded from the body (application/wasm), its tally, removed, promoted.
+  router.post('/admin/policy/shadow', artefactBody, async (req, res) => {
+    const artefact = artefactOf(req);
+    if (artefact === null) throw new ApiError('invalid_request', 'body: must be the shadow artefact (Content-Type: application/wasm)');
+    res.json(await loadShadow(deps, artefact));
+  });
+  router.get('/admin/policy/shadow', (_req, res) => {
+    res.json(shadowStatus(deps));
+  });
+  router.delete('/admin/policy/shadow', (_req, res) => {
+    clearShadow(deps);
+    res.status(204).end();
+  });
+  router.post('/admin/policy/shadow/promote', async (_req, res) => {
+    const outcome = await promoteShadow(deps);
+    if (!outcome.ok) throw new ApiError('reload_rejected', `the shadow artefact was refused: ${outcome.error}`);
     res.json({ sha256: outcome.sha256, generation: outcome.generation });
   });
 

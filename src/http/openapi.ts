@@ -13,7 +13,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { ERROR_STATUS } from '../errors.ts';
-import { adminRemovePasskeysBodySchema, approvalsQuerySchema, auditQuerySchema } from './admin.ts';
+import { adminRemovePasskeysBodySchema, approvalsQuerySchema, auditQuerySchema, policyPreviewQuerySchema, policyReloadBodySchema } from './admin.ts';
 import { sessionCookieName } from './device/session.ts';
 import { CSRF_HEADER, passkeyRemovalBodySchema, personDecisionBodySchema, personGrantBodySchema, personPageQuerySchema } from './people.ts';
 import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
@@ -54,8 +54,10 @@ interface OperationSpec {
   auth: keyof typeof AUTH;
   /** The success answer's component; `text/plain` for the metrics exposition. */
   ok: ResponseComponent | 'text/plain';
-  /** 200 unless it creates something. */
-  okStatus?: 200 | 201;
+  /** 200 unless it creates something (201) or answers nothing (204). */
+  okStatus?: 200 | 201 | 204;
+  /** The body is a policy artefact (application/wasm) rather than JSON. */
+  wasmBody?: true;
   /** Refusals beyond those of `auth`. */
   errors?: ErrorHttpStatus[];
   /** Answers other than the success and the `Error<status>` refusals, by status. */
@@ -92,8 +94,11 @@ function operation(path: string, spec: OperationSpec) {
     security: auth.security,
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(spec.body ? { requestBody: { required: true, content: { 'application/json': { schema: requestJson(spec.body) } } } } : {}),
+    ...(spec.wasmBody ? { requestBody: { required: false, content: { 'application/wasm': { schema: { type: 'string', format: 'binary' } } } } } : {}),
     responses: {
-      [String(okStatus)]: { description: STATUS_CODES[okStatus] ?? 'success', headers: requestIdHeader, content: okContent },
+      [String(okStatus)]: okStatus === 204
+        ? { description: STATUS_CODES[okStatus] ?? 'no content', headers: requestIdHeader }
+        : { description: STATUS_CODES[okStatus] ?? 'success', headers: requestIdHeader, content: okContent },
       ...Object.fromEntries(errors.map((status) => [String(status), { $ref: `#/components/responses/Error${status}` }])),
       ...Object.fromEntries(Object.entries(spec.otherResponses ?? {}).map(([status, component]) => [
         status, { description: STATUS_CODES[Number(status)] ?? status, headers: requestIdHeader, content: jsonContent(component) },
@@ -214,7 +219,24 @@ function adminPaths(): Record<string, Record<string, OperationSpec>> {
     },
     '/admin/approvals': { get: admin('adminListApprovals', 'Agents waiting for a person, oldest first', 'AdminApprovals', { errors: [400], query: approvalsQuerySchema }) },
     '/admin/policy': { get: admin('adminGetPolicy', 'The active policy artefact', 'PolicyInfo') },
-    '/admin/policy/reload': { post: admin('adminReloadPolicy', 'Reload the policy artefact; a refused one keeps the old (422)', 'PolicyReloaded', { errors: [404, 422] }) },
+    '/admin/policy/reload': {
+      post: admin('adminReloadPolicy', 'Reload the policy artefact; a refused one keeps the old (422); with max_flips, one whose preview changes more recorded decisions is refused (409)', 'PolicyReloaded', {
+        errors: [400, 404, 409, 422], body: policyReloadBodySchema,
+      }),
+    },
+    '/admin/policy/preview': {
+      post: admin('adminPreviewPolicy', 'What a candidate artefact (body, application/wasm; none: the file on disk) would change among the recorded decisions', 'PolicyPreview', {
+        errors: [400, 404, 422], query: policyPreviewQuerySchema, wasmBody: true,
+      }),
+    },
+    '/admin/policy/shadow': {
+      post: admin('adminLoadShadowPolicy', "Load a shadow policy (body, application/wasm): it sees every live decision on this instance and decides none", 'ShadowLoaded', { errors: [400, 404], wasmBody: true }),
+      get: admin('adminShadowPolicy', "This instance's shadow policy and its tally", 'ShadowStatus', { errors: [404] }),
+      delete: admin('adminRemoveShadowPolicy', 'Remove the shadow policy', 'ShadowLoaded', { okStatus: 204, errors: [404] }),
+    },
+    '/admin/policy/shadow/promote': {
+      post: admin('adminPromoteShadowPolicy', 'Make the shadow the live policy (golden decisions checked first; a refused one keeps the old, 422)', 'PolicyReloaded', { errors: [404, 422] }),
+    },
     '/admin/operators': { get: admin('adminListOperators', 'The constraint operators: built-ins and plugins', 'Operators') },
     '/admin/operators/reload': { post: admin('adminReloadOperators', 'Re-import the operator plugins; a broken one keeps the old set (422)', 'OperatorsReloaded', { errors: [404, 422] }) },
     '/admin/capabilities/{name}/remove': { post: admin('adminRemoveCapability', "Take a capability out of this instance's catalog", 'CapabilityRemoval', capabilityNotFound) },

@@ -28,7 +28,31 @@ const violationSchema = z.object({
 });
 
 /** The members some codes add to `{error, message}` (ApiError's `extra`), by the code that adds them. */
+/** A preview of a candidate policy against the recorded decisions (src/policy/preview.ts PreviewReport). */
+const flipDirection = z.enum(['allow_to_deny', 'deny_to_allow']);
+const policyPreviewSchema = z.object({
+  sha256: z.string().describe("the candidate artefact's sha256"),
+  evaluated: z.number().int().describe('recorded decisions looked at'),
+  decisions: z.number().int().describe('decisions compared (a grants record holds one per requested capability)'),
+  unchanged: z.number().int(),
+  allow_to_deny: z.number().int(),
+  deny_to_allow: z.number().int(),
+  other_changes: z.number().int().describe('grants decisions that changed between approval and deny'),
+  groups: z.array(z.object({
+    direction: flipDirection, capability: z.string(), host_id: z.string(), rule: z.string().describe('the violated constraints (field.op) or the reason that denies'),
+    count: z.number().int(), examples: z.array(jsonObject).describe('recorded inputs, redacted'),
+  })).describe('the flips grouped, the largest first'),
+  errors: z.object({
+    count: z.number().int().describe('decisions the candidate could not evaluate: it failed, or the record lacks what a re-run needs'),
+    examples: z.array(z.object({ input: jsonObject, error: z.string() })),
+  }),
+  truncated: z.literal(true).optional().describe('the preview stopped before the records ran out'),
+}).describe('What a candidate policy would change among the recorded decisions');
+
 const ERROR_EXTRAS = {
+  max_flips_exceeded: {
+    preview: policyPreviewSchema.optional().describe('max_flips_exceeded: the preview that refused the reload'),
+  },
   constraint_violated: {
     violations: z.array(violationSchema).optional().describe('constraint_violated: every constraint the arguments break'),
   },
@@ -188,7 +212,25 @@ const adminApprovalsSchema = z.object({
   truncated: z.boolean().describe('more agents wait than were listed'),
 });
 const policyInfoSchema = z.object(policyIdentity).describe('The active policy artefact');
-const policyReloadedSchema = z.object({ sha256: z.string(), generation: z.number().int() });
+const policyReloadedSchema = z.object({
+  sha256: z.string(), generation: z.number().int(),
+  preview: policyPreviewSchema.optional().describe('with max_flips: the preview the reload passed'),
+});
+const shadowLoadedSchema = z.object({ sha256: z.string().describe("the shadow artefact's sha256") });
+const shadowStatusSchema = z.object({
+  sha256: z.string(), loaded_at: isoTime,
+  observed: z.number().int().describe('live decisions offered to the shadow'),
+  evaluated: z.number().int(), agreed: z.number().int(), disagreed: z.number().int(),
+  dropped: z.number().int().describe('observations dropped because the shadow fell behind (never a delay to a request)'),
+  errors: z.number().int().describe('decisions the shadow could not evaluate'),
+  queued: z.number().int().describe('observations waiting for the shadow now'),
+  running: z.number().int().describe('observations the shadow is evaluating now'),
+  by_capability: z.record(z.string(), z.object({ allow_to_deny: z.number().int(), deny_to_allow: z.number().int(), other: z.number().int() })),
+  disagreements: z.array(z.object({
+    entrypoint: z.string(), direction: z.enum(['allow_to_deny', 'deny_to_allow', 'other']), capability: z.string(), host_id: z.string(), rule: z.string(),
+    input: jsonObject.describe('the decision\'s input, redacted'),
+  })).describe("this instance's newest disagreements, newest first"),
+}).describe("This instance's shadow policy and its tally");
 const operatorsSchema = z.object({
   operators: z.array(z.object({
     name: z.string(),
@@ -295,6 +337,9 @@ export const RESPONSE_SCHEMAS = {
   AdminApprovals: adminApprovalsSchema,
   PolicyInfo: policyInfoSchema,
   PolicyReloaded: policyReloadedSchema,
+  PolicyPreview: policyPreviewSchema,
+  ShadowLoaded: shadowLoadedSchema,
+  ShadowStatus: shadowStatusSchema,
   Operators: operatorsSchema,
   OperatorsReloaded: operatorsReloadedSchema,
   CapabilityRemoval: capabilityRemovalSchema,

@@ -17,6 +17,11 @@ export interface Metrics {
   request(method: string, route: string, status: number, durationSeconds: number, errorCode: string | undefined): void;
   policyEvaluation(entrypoint: string, durationSeconds: number): void;
   pluginFailure(operator: string, kind: string): void;
+  /**
+   * A shadow policy answered a live decision differently. `capability` must come from a closed set
+   * (the catalog's names; the caller names anything else "(other)").
+   */
+  shadowDisagreement(entrypoint: string, capability: string, direction: string): void;
   storeCall(call: string, durationSeconds: number): void;
   /** A store call failed: `unavailable` (answered 503) or `error` (anything else, answered 500). */
   storeCallFailure(call: string, kind: 'unavailable' | 'error'): void;
@@ -51,6 +56,7 @@ export const noMetrics: Metrics = {
   request: noop,
   policyEvaluation: noop,
   pluginFailure: noop,
+  shadowDisagreement: noop,
   storeCall: noop,
   storeCallFailure: noop,
   redisConnectionError: noop,
@@ -87,6 +93,7 @@ export class PrometheusMetrics implements Metrics {
   readonly #decisions: CounterFamily<'endpoint' | 'outcome' | 'code'>;
   readonly #policyDuration: HistogramFamily<'entrypoint'>;
   readonly #pluginFailures: Counter<'operator' | 'kind'>;
+  readonly #shadowDisagreements: Counter<'entrypoint' | 'capability' | 'direction'>;
   readonly #storeDuration: HistogramFamily<'call'>;
   readonly #storeFailures: Counter<'call' | 'kind'>;
   readonly #redisErrors: Counter;
@@ -119,6 +126,11 @@ export class PrometheusMetrics implements Metrics {
       name: 'agentgate_plugin_operator_failures_total',
       help: 'Plugin operator calls that failed (threw, timed out, crashed, answered a non-boolean); each counted as a violation.',
       labelNames: ['operator', 'kind'], registers,
+    });
+    this.#shadowDisagreements = new Counter({
+      name: 'agentgate_policy_shadow_disagreements_total',
+      help: 'Live decisions the shadow policy answered differently, by entrypoint, capability and direction (allow_to_deny, deny_to_allow, other).',
+      labelNames: ['entrypoint', 'capability', 'direction'], registers,
     });
     this.#storeDuration = new HistogramFamily(this.registry, {
       name: 'agentgate_store_call_duration_seconds', help: 'Time of each store call (Redis round trips for the Redis store), by store method.',
@@ -158,6 +170,10 @@ export class PrometheusMetrics implements Metrics {
 
   pluginFailure(operator: string, kind: string): void {
     this.#pluginFailures.inc({ operator, kind });
+  }
+
+  shadowDisagreement(entrypoint: string, capability: string, direction: string): void {
+    this.#shadowDisagreements.inc({ entrypoint, capability, direction });
   }
 
   storeCall(call: string, durationSeconds: number): void {

@@ -27,11 +27,14 @@ export class PolicyReloader {
     this.#debounceMs = options.debounceMs ?? 250;
   }
 
-  /** Reloads now; never throws (a refusal is logged and reported). */
-  async reload(trigger: ReloadTrigger): Promise<ReloadOutcome> {
+  /**
+   * Reloads now, the file's artefact or the given bytes (a previewed artefact, a promoted shadow);
+   * never throws (a refusal is logged and reported).
+   */
+  async reload(trigger: ReloadTrigger, artefact?: Uint8Array): Promise<ReloadOutcome> {
     const before = this.#engine.info();
     try {
-      await this.#engine.reload();
+      await this.#engine.reload(artefact);
       const after = this.#engine.info();
       this.#logger.info('policy reloaded', { trigger, sha256: after.sha256, generation: after.generation, previous: before.sha256 });
       return { ok: true, sha256: after.sha256, generation: after.generation };

@@ -16,6 +16,15 @@ import type { PolicyEngine } from '../policy/types.ts';
 import type { RateLimits } from '../ratelimit/limits.ts';
 import type { Store } from '../store/store.ts';
 import type { AuditLog } from '../audit/log.ts';
+import type { CandidatePolicies } from '../policy/candidates.ts';
+import type { DecisionLog } from './decision-log.ts';
+import type { ShadowDisagreements } from './policy-rollout.ts';
+
+/** The candidate policies and what this instance keeps of its shadow's disagreements. */
+export interface PolicyRollout {
+  candidates: CandidatePolicies;
+  disagreements: ShadowDisagreements;
+}
 import type { UserCodes } from './approvals/user-codes.ts';
 
 export interface ServiceDeps {
@@ -34,13 +43,19 @@ export interface ServiceDeps {
   keys: AgentKeyCache;
   runCapability: CapabilityRunner;
   limits: RateLimits;
-  /** Reloads the policy artefact (admin call); absent when the engine cannot reload. */
-  reloadPolicy?: () => Promise<ReloadOutcome>;
+  /** Reloads the policy artefact (admin call), or loads the given bytes instead; absent when the engine cannot reload. */
+  reloadPolicy?: (artefact?: Uint8Array) => Promise<ReloadOutcome>;
   /** Re-imports the operator plugins and swaps the registry's plugin set (admin call). */
   reloadOperators?: () => Promise<string[]>;
   logger: Logger;
   /** The audit trail's writer: services record what creates, changes or uses authority. */
   audit: AuditLog;
+  /** Recorded policy decisions, for previews of a candidate policy (the policy above records into it). */
+  decisions: DecisionLog;
+  /** Candidate policies run off the request path, previews and the shadow (admin calls); absent where none run. */
+  rollout?: PolicyRollout;
+  /** The policy artefact file's bytes as they are on disk now (what a reload would load). */
+  readPolicyArtefact?: () => Promise<Uint8Array>;
 }
 
 /** What the use cases of a signed-in person need besides: their sessions and the passkey settings. */

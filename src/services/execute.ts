@@ -15,6 +15,7 @@ import type { OperatorEvaluator } from '../policy/engine.ts';
 import { decideOrRefuse } from '../policy/fail-closed.ts';
 import type { Violation } from '../policy/types.ts';
 import type { AuditHandover } from '../audit/log.ts';
+import type { DecisionHandover } from './decision-log.ts';
 import type { AgentRecords, CounterCount, ExecuteRoundTrip, ExecuteRoundTripResult, StoreBackend } from '../store/store.ts';
 import { revokeChange } from './agents.ts';
 import type { ServiceDepsOver } from './deps.ts';
@@ -89,19 +90,22 @@ export async function authenticateCalls(
   // Step 4: one command confirms the key version, records the jti, extends the session, spends
   // the agent's and host's budgets (one point of each per call; on Redis they are counters in the
   // same command, in process they are spent beside it) and appends the audit events waiting in
-  // this instance's queue (audit/log.ts): no command of their own.
+  // this instance's queue (audit/log.ts), and the recorded policy decisions waiting in theirs
+  // (decision-log.ts): no command of their own.
   const jtiTtlMs = deps.agentAuth.jtiTtlMs();
   const calls = callCapabilities.length;
   const budgets = deps.limits.callerSpend(agentId, key.hostId, calls);
-  const roundTrip = (k: CachedAgentKey, audit: AuditHandover | null) => {
+  const roundTrip = (k: CachedAgentKey, audit: AuditHandover | null, decisions: DecisionHandover | null) => {
     const request: ExecuteRoundTrip = {
       agentId, keyVersion: k.keyVersion, jti: unverified.jti, jtiTtlMs,
       capabilities, nowMs: clock.nowMs(), sessionTtlMs: config.AGENT_SESSION_TTL_SECONDS * 1000,
       counters: budgets.counters,
     };
     if (audit) request.audit = { records: audit.records, maxEvents: audit.maxEvents };
+    if (decisions) request.decisions = { records: decisions.records, maxRecords: decisions.maxRecords };
     const sent = store.executeRoundTrip(request);
     audit?.settle(sent.then((result) => result.auditWritten));
+    decisions?.settle(sent.then((result) => result.decisionsWritten));
     return sent;
   };
   // Step 6's capability budgets are spent in the same tick, so auto-pipelining sends them with the
@@ -119,12 +123,12 @@ export async function authenticateCalls(
   let nowMs: number;
   let counts: readonly CounterCount[];
   try {
-    let result: ExecuteRoundTripResult = await roundTrip(key, deps.audit.handOver());
+    let result: ExecuteRoundTripResult = await roundTrip(key, deps.audit.handOver(), deps.decisions.handOver());
     if (result.kind === 'stale_key') {
       // Another instance rotated the key before our cache heard of it: reload once and retry.
       deps.agentAuth.forgetKey(agentId);
       key = await deps.agentAuth.verifyWithCachedKey(agentId, unverified.decoded);
-      result = await roundTrip(key, null);
+      result = await roundTrip(key, null, null);
     }
     if (result.kind === 'not_found') throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     if (result.kind === 'stale_key') throw new ApiError('invalid_jwt', 'the agent key was rotated');

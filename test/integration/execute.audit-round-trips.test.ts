@@ -153,7 +153,8 @@ describe('the idle flush', () => {
     expect(executeScriptEvents(commands[0]!)).toEqual([]);
 
     await expect.poll(() => flushed('execute.allowed'), { timeout: FLUSH_WAIT_MS }).toBe(true);
-    const appends = proxy.commands.filter((command) => command.name === 'XADD');
+    // The audit trail's appends: the decision log's idle flush (grants decisions) writes to its own stream.
+    const appends = proxy.commands.filter((command) => command.name === 'XADD' && command.args[0] === `${server.config.REDIS_KEY_PREFIX}audit`);
     expect(appends).toHaveLength(1);
     expect(appends[0]!.args[6]).toContain('"type":"execute.allowed"');
     const stored = await server.store.readAuditEvents(null, 1);

@@ -10,11 +10,11 @@ export interface HttpResult {
 }
 
 export async function http(
-  method: string, url: string, options: { token?: string; json?: unknown; body?: string; headers?: Record<string, string>; signal?: AbortSignal | undefined } = {},
+  method: string, url: string, options: { token?: string; json?: unknown; body?: string | Uint8Array; headers?: Record<string, string>; signal?: AbortSignal | undefined } = {},
 ): Promise<HttpResult> {
   const headers: Record<string, string> = { accept: 'application/json', ...(options.headers ?? {}) };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
-  let body: string | undefined;
+  let body: string | Uint8Array | undefined;
   if (options.json !== undefined) body = JSON.stringify(options.json);
   else if (options.body !== undefined) body = options.body;
   if (body !== undefined) headers['content-type'] ??= 'application/json';

@@ -12,6 +12,7 @@ import { calculateJwkThumbprint } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../support/server.ts';
+import { SERVICE_POLICY } from '../support/policies.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/agentgate.ts', import.meta.url));
 const CHILD_TIMEOUT_MS = 15_000;
@@ -411,6 +412,36 @@ describe('the agentgate command-line tool', { timeout: TEST_TIMEOUT_MS }, () => 
     expect(reload.code).toBe(0);
     expect(reload.stdout).toMatch(new RegExp(`^sha256 +${info.sha256}\\ngeneration +${info.generation + 1}\\n$`));
     expect(json(await cli('policy', 'reload', '--json'))).toEqual({ sha256: info.sha256, generation: info.generation + 2 });
+  });
+
+  it('policy preview, reload --max-flips and shadow', async () => {
+    const preview = await cli('policy', 'preview', SERVICE_POLICY.wasmPath);
+    expect(preview.code, preview.stderr).toBe(0);
+    expect(preview.stdout).toMatch(/^allow_to_deny +0$/m);
+    expect(preview.stdout).toMatch(/^deny_to_allow +0$/m);
+    expect(json(await cli('policy', 'preview', SERVICE_POLICY.wasmPath, '--json'))).toMatchObject({ allow_to_deny: 0, deny_to_allow: 0, errors: { count: 0 } });
+    const missing = await cli('policy', 'preview', 'no/such/artefact.wasm');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^error: cannot read the artefact no\/such\/artefact\.wasm/);
+
+    const guarded = await cli('policy', 'reload', '--max-flips', '5%');
+    expect(guarded.code, guarded.stderr).toBe(0);
+    expect(guarded.stdout).toMatch(/preview it passed:\n/);
+    for (const bad of ['ten', '-1', '101%']) expect((await cli('policy', 'reload', '--max-flips', bad)).code).toBe(2);
+
+    const none = await cli('policy', 'shadow');
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^error: no_shadow_policy:/);
+    const loaded = await cli('policy', 'shadow', '--load', SERVICE_POLICY.wasmPath);
+    expect(loaded.code, loaded.stderr).toBe(0);
+    expect(loaded.stdout).toMatch(/^shadow +[0-9a-f]{64}$/m);
+    const tally = await cli('policy', 'shadow');
+    expect(tally.code).toBe(0);
+    expect(tally.stdout).toMatch(/^disagreed +0$/m);
+    expect((await cli('policy', 'shadow', '--load', SERVICE_POLICY.wasmPath, '--remove')).code).toBe(2);
+    const removed = await cli('policy', 'shadow', '--remove');
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toBe('shadow removed\n');
   });
 
   it('operators list and reload', async () => {

@@ -12,6 +12,7 @@ import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-s
 import type { ExecuteRoundTrip } from '../../src/store/store.ts';
 import { executeScriptArgs, executeScriptDecisions, executeScriptEvents, measureWire, scriptKeys, startRedisProxy, type RedisProxy } from '../support/redis-proxy.ts';
 import { deletePrefix, redisUrlForTests, uniquePrefix } from '../support/redis.ts';
+import { activeAgentSnapshot } from '../support/agent-snapshot.ts';
 
 let proxy: RedisProxy;
 let store: RedisStore;
@@ -30,31 +31,7 @@ afterAll(async () => {
   await deletePrefix(url, keyPrefix);
 });
 
-function agentSnapshot(): AgentSnapshot {
-  const nowMs = Date.now();
-  const id = `agt_${randomUUID()}`;
-  return {
-    agent: {
-      id,
-      hostId: 'hst_1',
-      name: 'bot',
-      mode: 'autonomous',
-      status: 'active',
-      publicJwk: { kty: 'OKP', crv: 'Ed25519', x: 'abc' },
-      keyThumbprint: `akt_${randomUUID()}`,
-      keyVersion: 1,
-      version: 1,
-      hostStatus: 'active',
-      hostThumbprint: 'thp_x',
-      createdAtMs: nowMs,
-      updatedAtMs: nowMs,
-      absoluteExpiresAtMs: nowMs + 86_400_000,
-      maxLifetimeExpiresAtMs: nowMs + 3_600_000,
-    },
-    grants: [{ id: `grt_${randomUUID()}`, agentId: id, capability: 'echo', status: 'active', createdAtMs: nowMs, updatedAtMs: nowMs }],
-    sessionExpiresAtMs: nowMs + 600_000,
-  };
-}
+const agentSnapshot = activeAgentSnapshot;
 
 const roundTrip = (snapshot: AgentSnapshot, extra: Partial<ExecuteRoundTrip> = {}): ExecuteRoundTrip => ({
   agentId: snapshot.agent.id, keyVersion: 1, jti: randomUUID(), jtiTtlMs: 60_000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 60_000, ...extra,

@@ -4,7 +4,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import type { AgentSnapshot } from '../../src/domain/types.ts';
 import { keyLayout } from '../../src/store/redis/keys.ts';
 import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
 import {
@@ -18,6 +17,7 @@ import {
   type ThrowawayRedis,
 } from '../support/redis.ts';
 import { storeContract } from './store.contract.ts';
+import { activeAgentSnapshot } from '../support/agent-snapshot.ts';
 
 storeContract('redis', async () => redisStoresUnderTest({ url: await redisUrlForTests() }, 'store-contract'));
 
@@ -68,31 +68,7 @@ async function settle(promise: Promise<unknown>): Promise<{ elapsedMs: number; r
   }
 }
 
-function agentSnapshot(hostId: string): AgentSnapshot {
-  const nowMs = Date.now();
-  const id = `agt_${randomUUID()}`;
-  return {
-    agent: {
-      id,
-      hostId,
-      name: 'bot',
-      mode: 'autonomous',
-      status: 'active',
-      publicJwk: { kty: 'OKP', crv: 'Ed25519', x: 'abc' },
-      keyThumbprint: `akt_${randomUUID()}`,
-      keyVersion: 1,
-      version: 1,
-      hostStatus: 'active',
-      hostThumbprint: 'thp_x',
-      createdAtMs: nowMs,
-      updatedAtMs: nowMs,
-      absoluteExpiresAtMs: nowMs + 86_400_000,
-      maxLifetimeExpiresAtMs: nowMs + 3_600_000,
-    },
-    grants: [{ id: `grt_${randomUUID()}`, agentId: id, capability: 'echo', status: 'active', createdAtMs: nowMs, updatedAtMs: nowMs }],
-    sessionExpiresAtMs: nowMs + 600_000,
-  };
-}
+const agentSnapshot = activeAgentSnapshot;
 
 // ---- start-up checks -----------------------------------------------------------------------------
 

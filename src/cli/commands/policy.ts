@@ -4,7 +4,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { adminCall, adminCallCommand, integerOption, printAnswer, stringOption, type CommandContext, type CommandSpec } from '../command.ts';
-import { UsageError } from '../errors.ts';
+import { ServerRefused, UsageError } from '../errors.ts';
 import { isRecord } from '../http.ts';
 import { keyValues, safe, table } from '../output.ts';
 
@@ -83,7 +83,18 @@ export const policyCommands: CommandSpec[] = [
       const maxFlips = maxFlipsOf(ctx);
       const decisions = integerOption(ctx.values, 'decisions', MAX_PREVIEW_DECISIONS);
       const json = { ...(maxFlips === undefined ? {} : { max_flips: maxFlips }), ...(decisions === undefined ? {} : { decisions }) };
-      const answer = await adminCall(ctx, 'POST', '/admin/policy/reload', { json });
+      let answer;
+      try {
+        answer = await adminCall(ctx, 'POST', '/admin/policy/reload', { json });
+      } catch (err) {
+        // For people, the refusing preview as a preview reads, not as one line of JSON.
+        if (!ctx.json && err instanceof ServerRefused && err.code === 'max_flips_exceeded' && isRecord(err.body?.preview)) {
+          ctx.io.stderr(`the preview that refused it:\n${previewText(err.body.preview)}`);
+          const { preview: _preview, ...rest } = err.body;
+          throw new ServerRefused(err.status, err.code, err.message, err.bodyText, rest);
+        }
+        throw err;
+      }
       printAnswer(ctx, answer, (body) => keyValues([['sha256', body.sha256], ['generation', body.generation]])
         + (isRecord(body.preview) ? `\npreview it passed:\n${previewText(body.preview)}` : ''));
     },

@@ -10,13 +10,13 @@ import { parentPort } from 'node:worker_threads';
 import { describeThrown } from '../common/thrown.ts';
 import { loadCandidateEngine, type WasmPolicyEngine } from './engine.ts';
 import { compareWithCandidate, DecisionPreview, type ComparisonSink, type DecisionChange, type LiveDecision, type PreviewReport } from './preview.ts';
-import type { DecisionRecord } from './decision-records.ts';
+import { recordFromText, type DecisionRecord, type StoredRecordText } from './decision-records.ts';
 
 export type ToWorker =
   /** Loads a candidate, replacing the loaded one only when it loads. With `preview`, a new preview tally starts. */
   | { type: 'load'; id: number; artefact: Uint8Array; memoryMaxPages?: number; preview?: { examplesPerGroup?: number; maxGroups?: number } }
   /** Adds records to the preview tally. */
-  | { type: 'page'; id: number; records: readonly DecisionRecord[] }
+  | { type: 'page'; id: number; records: ReadonlyArray<DecisionRecord | StoredRecordText> }
   /** Ends the preview: answers its report and unloads the candidate. */
   | { type: 'report'; id: number }
   /** Runs the candidate on live decisions, one result per decision in the same order. */
@@ -77,6 +77,9 @@ class ResultSink implements ComparisonSink {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** A store's text of a record (it has `json` and no `entrypoint`), parsed here rather than on the event loop. */
+const isStoredText = (v: unknown): v is StoredRecordText => isRecord(v) && typeof v.json === 'string' && typeof v.id === 'string' && v.entrypoint === undefined;
+
 async function handle(message: ToWorker): Promise<FromWorker> {
   const id = message.id;
   switch (message.type) {
@@ -94,7 +97,7 @@ async function handle(message: ToWorker): Promise<FromWorker> {
     case 'page': {
       if (preview === null) return { type: 'failed', id, message: 'no preview is running' };
       // Bounded by the page, which the main thread cut to at most 1000 records.
-      for (const record of message.records) preview.add(record);
+      for (const record of message.records) preview.add(isStoredText(record) ? recordFromText(record) : record);
       return { type: 'page_done', id };
     }
     case 'report': {

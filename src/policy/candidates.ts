@@ -11,13 +11,19 @@
 // observe() only queues (bounded), and the queue leaves in batches, one message per batch.
 import { LogThrottle, type Logger } from '../logger.ts';
 import { describeThrown, NamedError } from '../common/thrown.ts';
-import type { DecisionEntrypoint, DecisionRecord, OperatorAnswer } from './decision-records.ts';
+import type { DecisionEntrypoint, DecisionRecord, OperatorAnswer, StoredRecordText } from './decision-records.ts';
 import { PolicyLoadError } from './engine.ts';
 import { CandidateThread, CandidateTimeoutError, CandidateWorkerError } from './candidate-thread.ts';
 
 export { CandidateTimeoutError, CandidateWorkerError } from './candidate-thread.ts';
 import type { FromWorker, ShadowChange, ShadowResult } from './candidate-worker.ts';
 import { checkPreviewOptions, type PreviewReport } from './preview.ts';
+
+/**
+ * What a preview reads: records, or a store's texts of them, which the worker parses (so a preview
+ * of 100,000 records does not parse them on the event loop).
+ */
+export type PreviewItem = DecisionRecord | StoredRecordText;
 
 export interface ShadowObservation {
   entrypoint: DecisionEntrypoint;
@@ -163,7 +169,7 @@ export class CandidatePolicies {
    * preview (reading the pages included) takes longer than previewTimeoutMs (its worker is then
    * stopped, and replaced by the next preview), and with RangeError for options that bound nothing.
    */
-  async preview(artefact: Uint8Array, pages: AsyncIterable<readonly DecisionRecord[]>, options: { examplesPerGroup?: number; maxGroups?: number } = {}): Promise<PreviewReport & { sha256: string }> {
+  async preview(artefact: Uint8Array, pages: AsyncIterable<ReadonlyArray<PreviewItem>>, options: { examplesPerGroup?: number; maxGroups?: number } = {}): Promise<PreviewReport & { sha256: string }> {
     checkPreviewOptions(options);
     if (this.#closed) throw new CandidatesClosedError('candidate policies are closed');
     if (this.#previewsWaiting >= MAX_WAITING_PREVIEWS) throw new Error(`${MAX_WAITING_PREVIEWS} previews are waiting already; try again when one has finished`);
@@ -254,7 +260,7 @@ export class CandidatePolicies {
   // Previews
   // -------------------------------------------------------------------------------------------
 
-  async #runPreview(artefact: Uint8Array, pages: AsyncIterable<readonly DecisionRecord[]>, options: { examplesPerGroup?: number; maxGroups?: number }): Promise<PreviewReport & { sha256: string }> {
+  async #runPreview(artefact: Uint8Array, pages: AsyncIterable<ReadonlyArray<PreviewItem>>, options: { examplesPerGroup?: number; maxGroups?: number }): Promise<PreviewReport & { sha256: string }> {
     if (this.#closed) throw new CandidatesClosedError('candidate policies are closed');
     const thread = (this.#previewThread ??= new CandidateThread());
     const deadline = new Deadline(this.#timeoutMs, `the preview did not finish within ${this.#timeoutMs} ms; its worker was stopped`);
@@ -471,7 +477,7 @@ class Deadline {
  * Feeds the pages to the worker: one chunk is evaluated there while the next page is read from the
  * source, and no more, so a source faster than the candidate never piles records up in the worker.
  */
-async function sendPages(thread: CandidateThread, iterator: AsyncIterator<readonly DecisionRecord[]>, deadline: Deadline): Promise<void> {
+async function sendPages(thread: CandidateThread, iterator: AsyncIterator<ReadonlyArray<PreviewItem>>, deadline: Deadline): Promise<void> {
   let inFlight: Promise<void> | null = null;
   // Bounded by the deadline: every turn waits for the source or the worker, at most the time left,
   // and race() fails at once when none is left (even for a source that never waits).
@@ -483,7 +489,7 @@ async function sendPages(thread: CandidateThread, iterator: AsyncIterator<readon
     // Bounded by the page's length.
     for (let start = 0; start < page.length; start += PREVIEW_PAGE_MAX) {
       if (inFlight !== null) await inFlight;
-      const records = (page.length <= PREVIEW_PAGE_MAX ? page : page.slice(start, start + PREVIEW_PAGE_MAX)) as DecisionRecord[];
+      const records = (page.length <= PREVIEW_PAGE_MAX ? page : page.slice(start, start + PREVIEW_PAGE_MAX)) as PreviewItem[];
       inFlight = sendChunk(thread, records, deadline);
       // Awaited above or below; this only keeps a failure that comes while the next page is read
       // from being reported as unhandled.
@@ -493,7 +499,7 @@ async function sendPages(thread: CandidateThread, iterator: AsyncIterator<readon
   if (inFlight !== null) await inFlight;
 }
 
-async function sendChunk(thread: CandidateThread, records: readonly DecisionRecord[], deadline: Deadline): Promise<void> {
+async function sendChunk(thread: CandidateThread, records: ReadonlyArray<PreviewItem>, deadline: Deadline): Promise<void> {
   const answer = await thread.request({ type: 'page', records }, deadline.remainingMs(), deadline.message);
   if (answer.type !== 'page_done') throw unexpected(answer);
 }

@@ -6,11 +6,10 @@
 import { ApiError } from '../errors.ts';
 import type { PreviewReport } from '../policy/preview.ts';
 import { PolicyLoadError } from '../policy/engine.ts';
-import type { DecisionRecord } from '../policy/decision-records.ts';
 import type { ShadowDisagreement, ShadowTally } from '../policy/candidates.ts';
 import type { Redaction } from '../policy/redaction.ts';
 import type { ReloadOutcome } from '../policy/reloader.ts';
-import { MAX_DECISION_READ, type DecisionRecords } from '../store/store.ts';
+import { MAX_DECISION_READ, type DecisionRecords, type StoredDecision } from '../store/store.ts';
 import type { PolicyRollout, ServiceDepsOver } from './deps.ts';
 
 type RolloutDeps = ServiceDepsOver<DecisionRecords>;
@@ -21,28 +20,17 @@ export type MaxFlips = { count: number } | { share: number };
 export type CandidatePreview = PreviewReport & { sha256: string };
 
 /**
- * The recorded decisions, newest first, in pages of at most MAX_DECISION_READ, `limit` in all. A
- * stored text that is not JSON comes through as a record with only its id, which the preview counts
- * as malformed rather than skipping in silence.
+ * The recorded decisions as the store keeps them (JSON texts, parsed by the preview's worker),
+ * newest first, in pages of at most MAX_DECISION_READ, `limit` in all.
  */
-export async function* recordedDecisions(store: DecisionRecords, limit: number): AsyncGenerator<DecisionRecord[]> {
+export async function* recordedDecisions(store: DecisionRecords, limit: number): AsyncGenerator<StoredDecision[]> {
   let left = limit;
   let before: string | undefined;
   // Bounded by `limit`: every page takes at least one record off it, or ends the walk.
   while (left > 0) {
     const page = await store.readDecisionRecords(Math.min(left, MAX_DECISION_READ), before);
     if (page.length === 0) return;
-    const records: DecisionRecord[] = [];
-    for (const stored of page) {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(stored.json);
-      } catch {
-        parsed = {};
-      }
-      records.push({ ...(typeof parsed === 'object' && parsed !== null ? parsed : {}), id: stored.id } as DecisionRecord);
-    }
-    yield records;
+    yield page;
     left -= page.length;
     before = page[page.length - 1]!.id;
   }

@@ -78,7 +78,7 @@ function recordedTraffic(): DecisionRecord[] {
   return [...allowed, ...refused, grants];
 }
 
-async function* pagesOf(records: readonly DecisionRecord[], sizes: readonly number[]): AsyncGenerator<readonly DecisionRecord[]> {
+async function* pagesOf<T>(records: readonly T[], sizes: readonly number[]): AsyncGenerator<readonly T[]> {
   let start = 0;
   for (const size of sizes) {
     yield records.slice(start, start + size);
@@ -137,6 +137,18 @@ describe('a preview in a worker', () => {
     expect(report.groups).toHaveLength(3);
   });
 
+  it('reads a store\'s texts of the records as it reads the records (the worker parses them); a text that is not a record is an error', async () => {
+    const records = recordedTraffic();
+    const texts = records.map((record, i) => ({ id: `${i + 1}-0`, json: JSON.stringify(record) }));
+    const candidates = candidatePolicies();
+    const fromTexts = await candidates.preview(artefact('deny'), pagesOf(texts, [texts.length]));
+    const withIds = records.map((record, i) => ({ ...record, id: `${i + 1}-0` }));
+    expect(fromTexts).toStrictEqual({ ...previewDecisions(withIds, denyAll), sha256: sha256(artefact('deny')) });
+    const broken = await candidates.preview(artefact('deny'), pagesOf([{ id: '9-0', json: '{"not": "a record"' }, ...texts.slice(0, 2)], [3]));
+    expect(broken).toMatchObject({ evaluated: 3, errors: { count: 1 } });
+    expect(broken.errors.examples[0]!.error).toMatch(/^record 9-0 is malformed/);
+  });
+
   it('refuses bytes that are not a policy with PolicyLoadError, and options that bound nothing with RangeError', async () => {
     const candidates = candidatePolicies();
     await expect(candidates.preview(Buffer.from('not a policy'), pagesOf([], []))).rejects.toBeInstanceOf(PolicyLoadError);
@@ -148,7 +160,7 @@ describe('a preview in a worker', () => {
 
   it('a candidate that never answers is stopped at the timeout, the source is closed, and the next preview runs on a fresh worker', async () => {
     // Generous, so that a loaded machine still loads the candidate in time and the spin is what is stopped.
-    const candidates = candidatePolicies({ previewTimeoutMs: 2500 });
+    const candidates = candidatePolicies({ previewTimeoutMs: 6000 });
     const spin = record(executeObservation(allowAll, executeInput('hst_a', 'spin')), allowAll);
     let pagesRead = 0;
     let sourceClosed = false;
@@ -163,7 +175,7 @@ describe('a preview in a worker', () => {
     };
     const error = await candidates.preview(artefact('spin'), source).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CandidateTimeoutError);
-    expect((error as Error).message).toBe('the preview did not finish within 2500 ms; its worker was stopped');
+    expect((error as Error).message).toBe('the preview did not finish within 6000 ms; its worker was stopped');
     // The first page spins in the worker while the second is read; the third is never asked for.
     expect(pagesRead).toBe(2);
     expect(sourceClosed).toBe(true);
@@ -286,7 +298,7 @@ describe('a shadow', () => {
 
   it('a batch that never finishes is stopped at the timeout and counted as errors; a fresh worker takes over', async () => {
     // Generous, so that a loaded machine still loads the shadow in time and the spin is what is stopped.
-    const candidates = candidatePolicies({ previewTimeoutMs: 2500 });
+    const candidates = candidatePolicies({ previewTimeoutMs: 6000 });
     await candidates.loadShadow(artefact('spin'));
     // Observed in one turn of the event loop, so they leave in one batch and share its fate.
     candidates.observe(executeObservation(allowAll, executeInput('hst_a', 'spin')));

@@ -14,9 +14,25 @@
 // ratio over the rounds with its spread (the lowest and highest round). Bounded: every window has a
 // fixed duration, and the expected wall time is printed before the first one starts.
 //
+// Decision records (src/services/decision-log.ts): agentgate records every grants decision and a
+// sample of execute decisions (DECISION_LOG_SAMPLE, 0.01 by default). To measure what recording
+// costs execute, two more agentgate processes serve the same Redis prefix, agents and issuer as the
+// first: one with DECISION_LOG_SAMPLE=0 (scenario allowed-unrecorded) and one with
+// DECISION_LOG_SAMPLE=1 (allowed-all-recorded). They sit idle except in their own windows, which
+// run in every round right after the allowed window, so the three are compared within a round as
+// every scenario is compared with the floor. The direct difference (allowed − unrecorded) compares
+// two processes, which can differ by more than a 1 % sample costs; the all-recorded difference, a
+// hundred times the cost at 0.01, is the steadier measure (bench/RESULTS.md). The `preview` scenario fills the decision stream with
+// BENCH_PREVIEW_DECISIONS records before the rounds (copies of records the server wrote,
+// bench/decision-records.ts), then in every round runs an allowed window of
+// BENCH_PREVIEW_WINDOW_SECONDS during which it previews the artefact agentgate serves against them
+// (POST /admin/policy/preview), and splits that window's execute latencies into those that
+// completed while the preview ran and the rest (bench/preview-under-load.ts).
+//
 // Settings (environment): BENCH_DURATION_SECONDS (10), BENCH_CONNECTIONS (16,64), BENCH_ROUNDS (1),
-// BENCH_SCENARIOS (allowed,violated,replay,batch), BENCH_RUNTIMES (24; 24,20 also runs the Node 20
-// build), BENCH_WORKERS (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof,
+// BENCH_SCENARIOS (allowed,allowed-unrecorded,allowed-all-recorded,violated,replay,batch,preview),
+// BENCH_PREVIEW_WINDOW_SECONDS (15), BENCH_PREVIEW_DECISIONS (100000), BENCH_RUNTIMES (24; 24,20
+// also runs the Node 20 build), BENCH_WORKERS (agentgate's WORKERS, 1), BENCH_PROFILE_DIR (run agentgate with --cpu-prof,
 // profiles there; read them with `node bench/profile-summary.ts <file>`), BENCH_TOKENS_PER_SECOND
 // (16000), BENCH_RESULTS_FILE (bench/results/latest.json, the results as JSON), BENCH_GATE_ENV (a
 // JSON object of extra environment for agentgate, e.g. '{"METRICS_TOKEN":"..."}' to measure with
@@ -29,6 +45,7 @@
 // each timed window alone, without start-up and idle time: its "(garbage collector)" row is the GC
 // share under load; read it with `node bench/profile-summary.ts <file>`).
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { EventEmitter } from 'node:events';
 import { createPublicKey, generateKeyPairSync, KeyObject, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -43,6 +60,9 @@ import { freePort } from '../test/support/net.ts';
 import { loadSodium } from '../src/auth/ed25519-verify.ts';
 import { presign, type BenchAgent } from './jwt.ts';
 import type { HeapProbeReply, HeapProbeRequest } from './heap-allocation-probe.ts';
+import { fillDecisionStream, findTemplates, FILL_MIX, type RecordTemplates } from './decision-records.ts';
+import { ResponseLog, timedPreview, type LatencyOf, type PreviewOutcome } from './preview-under-load.ts';
+import { keyLayout } from '../src/store/redis/keys.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
 const CONCURRENCIES = (process.env.BENCH_CONNECTIONS ?? '16,64').split(',').map(Number);
@@ -53,13 +73,46 @@ const AGENT_COUNT = 32;
 const TOKENS_PER_SECOND = Number(process.env.BENCH_TOKENS_PER_SECOND ?? 16_000);
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 const CAPABILITY = 'transfer_money';
-/** Which execute scenarios run (all by default): allowed, violated, replay, batch. */
-const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? 'allowed,violated,replay,batch').split(',').map((s) => s.trim()));
+/** Every execute scenario, in the order each round runs them. */
+const KNOWN_SCENARIOS = ['allowed', 'allowed-unrecorded', 'allowed-all-recorded', 'violated', 'replay', 'batch', 'preview'];
+/** Which execute scenarios run (all by default). */
+const SCENARIOS = parseScenarios(process.env.BENCH_SCENARIOS);
 /** The execute scenarios this run drives, in the order each round runs them. */
-const EXECUTE_SCENARIOS = ['allowed', 'violated', 'replay', 'batch'].filter((s) => SCENARIOS.has(s));
+const EXECUTE_SCENARIOS = KNOWN_SCENARIOS.filter((s) => SCENARIOS.has(s));
+/** Untimed executes each agentgate serves before the first round. */
+const WARM_UP_SECONDS = Math.min(3, DURATION_SECONDS);
+/** The preview scenario's window: long enough to hold a whole preview of 100,000 decisions on this machine class. */
+const PREVIEW_WINDOW_SECONDS = Number(process.env.BENCH_PREVIEW_WINDOW_SECONDS ?? 15);
+/** How many recorded decisions the preview scenario stores and previews. */
+const PREVIEW_DECISIONS = Number(process.env.BENCH_PREVIEW_DECISIONS ?? 100_000);
+/**
+ * The decision stream's bound for every agentgate of the run (DECISION_LOG_MAX_RECORDS): 10 % above
+ * the records the preview reads. At a bound equal to them, the executes recorded while a preview
+ * walks from the newest record to the oldest trim the oldest before it gets there, and it reads
+ * fewer than it asked for (99,922 of 100,000 in one trial run).
+ */
+const STREAM_MAX_RECORDS = Math.max(1000, Math.ceil(PREVIEW_DECISIONS * 1.1));
+/** The preview starts this far into its window, once the load has reached its pace. */
+const PREVIEW_START_AFTER_SECONDS = PREVIEW_WINDOW_SECONDS / 10;
+/** The candidate the preview runs: the artefact agentgate serves (the shipped one unless POLICY_WASM_PATH says otherwise). */
+const PREVIEW_ARTEFACT_PATH = process.env.POLICY_WASM_PATH ?? 'policies/dist/policy.wasm';
+/** Past agentgate's own preview deadline (POLICY_PREVIEW_TIMEOUT_MS, 60 s by default), so its answer, not ours, ends a slow preview. */
+const PREVIEW_REQUEST_TIMEOUT_MS = 70_000;
+/** Sequential executes sent at most to find one real record of each kind to copy (1 % are recorded by default). */
+const TEMPLATE_REQUESTS_MAX = 5_000;
+/** The share of execute decisions the first agentgate records, as the second and third are compared with it. */
+const PRIMARY_SAMPLE = Number(parseGateEnv(process.env.BENCH_GATE_ENV).DECISION_LOG_SAMPLE ?? process.env.DECISION_LOG_SAMPLE ?? 0.01);
+/** The recording cost's target: at the default sample, at most this share of execute's server CPU per request. */
+const RECORDING_COST_TARGET_PERCENT = 3;
+/** The preview's target: this many seconds for 100,000 decisions. */
+const PREVIEW_TARGET_SECONDS = 10;
 /** Calls per request in the batch scenario. */
 const BATCH_SIZE = 10;
 const BATCH_SCENARIO = `execute: batch of ${BATCH_SIZE} allowed calls (${BATCH_SIZE} executes per request)`;
+const ALLOWED_SCENARIO = 'execute: allowed, constrained grant';
+const UNRECORDED_SCENARIO = 'execute: allowed, nothing recorded (DECISION_LOG_SAMPLE=0)';
+const ALL_RECORDED_SCENARIO = 'execute: allowed, every decision recorded (DECISION_LOG_SAMPLE=1)';
+const PREVIEW_SCENARIO = `execute: allowed, while a preview reads ${PREVIEW_DECISIONS.toLocaleString('en-US')} recorded decisions (${PREVIEW_WINDOW_SECONDS} s window)`;
 /** agentgate's worker processes (its WORKERS setting); 1 runs the single-process server. */
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
 /** Where the run's results are also written as JSON. */
@@ -81,6 +134,13 @@ function parseRounds(text: string | undefined): number {
   const rounds = Number(text ?? 1);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`BENCH_ROUNDS must be a whole number of at least 1, not ${text}`);
   return rounds;
+}
+
+function parseScenarios(text: string | undefined): Set<string> {
+  const names = (text ?? KNOWN_SCENARIOS.join(',')).split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const unknown = names.filter((name) => !KNOWN_SCENARIOS.includes(name));
+  if (unknown.length > 0) throw new Error(`BENCH_SCENARIOS names ${unknown.join(', ')}, which the bench does not know (it knows ${KNOWN_SCENARIOS.join(', ')})`);
+  return new Set(names);
 }
 
 function parseGateEnv(text: string | undefined): Record<string, string> {
@@ -125,6 +185,58 @@ interface Round {
   connections: number;
   round: number;
   results: Measured[];
+  /** The preview scenario's preview, when it ran. */
+  preview?: PreviewRun;
+}
+
+/** A preview under load: what it answered, and execute's latency while it ran and while it did not. */
+interface PreviewRun {
+  windowSeconds: number;
+  preview: PreviewOutcome;
+  /** The preview window's requests that completed while the preview ran, and the rest of that window's. */
+  executeDuringPreview: LatencyOf;
+  executeOutsidePreview: LatencyOf;
+}
+
+/** What recording decisions costs execute at one concurrency, over the rounds; every difference is taken within a round. */
+interface RecordingCost {
+  runtime: string;
+  connections: number;
+  rounds: number;
+  /** The share of executes recorded in the allowed scenario (DECISION_LOG_SAMPLE of the first agentgate). */
+  sample: number;
+  /** Server CPU µs per request: allowed (at `sample`), allowed-unrecorded (0) and allowed-all-recorded (1). */
+  serverCpuUsPerRequest: { atSample: Spread; unrecorded: Spread; allRecorded: Spread | null };
+  /** Redis CPU µs per request, the same three. */
+  redisCpuUsPerRequest: { atSample: Spread; unrecorded: Spread; allRecorded: Spread | null };
+  /** (atSample − unrecorded) ÷ atSample × 100, per round: the cost measured directly (target ≤ 3 %). */
+  costPercentAtSample: Spread;
+  /** allRecorded − unrecorded, µs of server CPU per recorded decision, per round. */
+  serverCpuUsPerRecordedDecision: Spread | null;
+  /** sample × serverCpuUsPerRecordedDecision ÷ atSample × 100, per round: the cost derived from recording every decision. */
+  derivedCostPercentAtSample: Spread | null;
+  targetPercent: number;
+}
+
+/** The previews under load at one concurrency, over the rounds. */
+interface PreviewSummary {
+  runtime: string;
+  connections: number;
+  rounds: number;
+  requested: number;
+  /** Per round, as the preview answered (null where it failed). */
+  evaluated: (number | null)[];
+  errors: (number | null)[];
+  statuses: number[];
+  withinWindow: boolean[];
+  seconds: Spread;
+  targetSeconds: number;
+  /** Execute's p99 while the preview ran over its p99 in the rest of the same window. */
+  p99DuringOverOutside: Spread | null;
+  /** The preview window's p99 (autocannon's, whole window) over the allowed window's of the same round, which had no preview. */
+  p99OverAllowedWindow: Spread | null;
+  /** The preview window's req/s over the allowed window's of the same round. */
+  requestsPerSecondOverAllowedWindow: Spread | null;
 }
 
 /** A value over the rounds: its median, its lowest and highest round, and each round's value. */
@@ -329,7 +441,16 @@ async function provision(base: string): Promise<BenchAgent[]> {
   return agents;
 }
 
-async function drive(scenario: string, url: string, connections: number, round: number, bodies: string[], tokens: string[], probe: Probes): Promise<Measured> {
+/** Something that runs alongside a window's load (the preview scenario's preview), and the window's length. */
+interface WindowExtras {
+  durationSeconds: number;
+  /** Started as the load starts, with autocannon's instance to listen to; the window's measurement waits for it. It must not reject. */
+  alongside: (instance: EventEmitter) => Promise<void>;
+  /** Set by drive when the load has ended (performance.now() ms). */
+  loadEndedAtMs?: number;
+}
+
+async function drive(scenario: string, url: string, connections: number, round: number, bodies: string[], tokens: string[], probe: Probes, extras?: WindowExtras): Promise<Measured> {
   let next = 0;
   // The heap window opens once the probe has answered, so it covers all of the timed window; it
   // closes as soon as autocannon has finished. Requests still in flight when autocannon stops (at
@@ -338,10 +459,12 @@ async function drive(scenario: string, url: string, connections: number, round: 
   const windowLabel = `c${connections}-r${round}-${scenario.replace(/\s*\[.*$/, '')}`;
   if (probe.heapProbe) await askHeapProbe(probe.heapProbe, { heapProbe: 'start', label: windowLabel });
   const before = { server: processTreeCpuSeconds(probe.serverPid), redis: await redisCpuSeconds(probe.redis), generator: process.cpuUsage(), machine: machineCpuTicks() };
-  const result = await autocannon({
+  // autocannon's instance is both its event emitter and the promise of its result (@types/autocannon
+  // declares the two apart).
+  const instance = autocannon({
     url,
     connections,
-    duration: DURATION_SECONDS,
+    duration: extras?.durationSeconds ?? DURATION_SECONDS,
     requests: [
       {
         method: 'POST',
@@ -353,14 +476,22 @@ async function drive(scenario: string, url: string, connections: number, round: 
         },
       },
     ],
-  });
+  }) as unknown as EventEmitter & Promise<autocannon.Result>;
+  const alongside = extras?.alongside(instance);
+  const result = await instance;
+  if (extras) extras.loadEndedAtMs = performance.now();
   const heap = probe.heapProbe ? await askHeapProbe(probe.heapProbe, { heapProbe: 'stop' }) : undefined;
   if ((ALLOCATION_PROFILE_DIR || WINDOW_CPU_PROFILE_DIR) && probe.heapProbe) {
     process.stderr.write(`window profile of ${windowLabel} (process ${probe.serverPid}): ${result.requests.total} requests completed\n`);
   }
   if (next > tokens.length && tokens.length > 1) process.stderr.write(`warning: ${scenario} used ${next} requests but only ${tokens.length} tokens were signed\n`);
+  // Everything is read when the load ends, before waiting for what ran alongside: a preview that
+  // outlasts the window must not add its tail to the window's CPU per request.
   const generator = process.cpuUsage(before.generator);
   const machine = machineCpuTicks();
+  const serverSeconds = processTreeCpuSeconds(probe.serverPid) - before.server;
+  const redisSeconds = (await redisCpuSeconds(probe.redis)) - before.redis;
+  await alongside;
   const perRequestUs = (seconds: number) => Math.round((seconds * 1e6) / Math.max(1, result.requests.total));
   return {
     scenario,
@@ -376,8 +507,8 @@ async function drive(scenario: string, url: string, connections: number, round: 
     errors: result.errors,
     timeouts: result.timeouts,
     cpuPerRequestUs: {
-      server: perRequestUs(processTreeCpuSeconds(probe.serverPid) - before.server),
-      redis: perRequestUs((await redisCpuSeconds(probe.redis)) - before.redis),
+      server: perRequestUs(serverSeconds),
+      redis: perRequestUs(redisSeconds),
       generator: perRequestUs((generator.user + generator.system) / 1e6),
     },
     machineBusyPercent: Math.round((100 * (machine.busy - before.machine.busy)) / (machine.total - before.machine.total)),
@@ -386,23 +517,25 @@ async function drive(scenario: string, url: string, connections: number, round: 
 }
 
 /** Enough tokens for the run at up to `ceilingPerSecond`; a 5% replay mix repeats earlier ones. */
-function tokensFor(agents: BenchAgent[], aud: string, ceilingPerSecond: number, replayShare = 0): string[] {
-  const fresh = presign(agents, ceilingPerSecond * DURATION_SECONDS, aud);
+function tokensFor(agents: BenchAgent[], aud: string, ceilingPerSecond: number, replayShare = 0, seconds = DURATION_SECONDS): string[] {
+  const fresh = presign(agents, ceilingPerSecond * seconds, aud);
   if (replayShare === 0) return fresh;
   return fresh.map((token, i) => (i > 100 && i % Math.round(1 / replayShare) === 0 ? fresh[i - 50]! : token));
 }
 
 /**
  * What the run will take, printed before it starts: the timed windows, plus signing their tokens
- * (timed here on a throwaway key), plus start-up and provisioning. The baseline runs once per
- * concurrency; the floor and each execute scenario once per round.
+ * (timed here on a throwaway key), plus start-up, provisioning and filling the decision stream. The
+ * baseline runs once per concurrency; the floor and each execute scenario once per round, the
+ * preview's window longer than the others.
  */
 function expectedWallTime(): string {
-  const windowsPerConcurrency = 1 + ROUNDS * (1 + EXECUTE_SCENARIOS.length);
-  const windows = RUNTIMES.length * CONCURRENCIES.length * windowsPerConcurrency;
-  const timedSeconds = windows * DURATION_SECONDS;
-  const signedWindows = RUNTIMES.length * CONCURRENCIES.length * ROUNDS * (1 + EXECUTE_SCENARIOS.length);
-  const tokens = signedWindows * TOKENS_PER_SECOND * DURATION_SECONDS;
+  const previewWindows = SCENARIOS.has('preview') ? RUNTIMES.length * CONCURRENCIES.length * ROUNDS : 0;
+  const roundWindows = EXECUTE_SCENARIOS.length - (SCENARIOS.has('preview') ? 1 : 0);
+  const shortWindows = RUNTIMES.length * CONCURRENCIES.length * (1 + ROUNDS * (1 + roundWindows));
+  const timedSeconds = shortWindows * DURATION_SECONDS + previewWindows * PREVIEW_WINDOW_SECONDS;
+  const signedSeconds = RUNTIMES.length * CONCURRENCIES.length * ROUNDS * (1 + roundWindows) * DURATION_SECONDS + previewWindows * PREVIEW_WINDOW_SECONDS;
+  const tokens = signedSeconds * TOKENS_PER_SECOND;
   const sampleAgent: BenchAgent = { id: 'agt_wall_time_sample', privateKey: generateKeyPairSync('ed25519').privateKey, hostThumbprint: 'sample' };
   // The first tokens pay for compiling the signing code and preparing the key; the second batch is timed.
   presign([sampleAgent], 200, 'http://127.0.0.1/');
@@ -411,12 +544,16 @@ function expectedWallTime(): string {
   presign([sampleAgent], sampleTokens, 'http://127.0.0.1/');
   const signingMicrosecondsPerToken = ((performance.now() - startedAt) * 1000) / sampleTokens;
   const signingSeconds = (tokens * signingMicrosecondsPerToken) / 1e6;
-  // Start-up and provisioning of agentgate, its 32 agents and the floor: about 10 s per runtime here.
-  const setupSeconds = 10 * RUNTIMES.length;
+  // Start-up and provisioning of agentgate, its 32 agents and the floor: about 10 s per runtime
+  // here, 3 s more for each agentgate that samples differently, each agentgate's warm-up, and
+  // filling the decision stream about 3 s per 100,000 records.
+  const extraGates = (SCENARIOS.has('allowed-unrecorded') ? 1 : 0) + (SCENARIOS.has('allowed-all-recorded') ? 1 : 0);
+  const setupSeconds = RUNTIMES.length * (10 + 3 * extraGates + (1 + extraGates) * WARM_UP_SECONDS + (SCENARIOS.has('preview') ? (3 * PREVIEW_DECISIONS) / 100_000 : 0));
   const minutes = (seconds: number) => `${Math.floor(Math.round(seconds) / 60)} min ${Math.round(seconds) % 60} s`;
-  return `Expected wall time: about ${minutes(timedSeconds + signingSeconds + setupSeconds)}: ${windows} timed windows of ${DURATION_SECONDS} s `
+  const windows = previewWindows === 0 ? `${shortWindows} timed windows of ${DURATION_SECONDS} s` : `${shortWindows} timed windows of ${DURATION_SECONDS} s and ${previewWindows} of ${PREVIEW_WINDOW_SECONDS} s (with a preview)`;
+  return `Expected wall time: about ${minutes(timedSeconds + signingSeconds + setupSeconds)}: ${windows} `
     + `(${RUNTIMES.length} runtime(s) × ${CONCURRENCIES.length} concurrencies × (1 baseline + ${ROUNDS} round(s) × ${1 + EXECUTE_SCENARIOS.length} floor and execute windows)) = ${minutes(timedSeconds)}, `
-    + `signing ${tokens.toLocaleString('en-US')} tokens ≈ ${minutes(signingSeconds)} (${signingMicrosecondsPerToken.toFixed(0)} µs each), start-up and provisioning ≈ ${minutes(setupSeconds)}.`;
+    + `signing ${tokens.toLocaleString('en-US')} tokens ≈ ${minutes(signingSeconds)} (${signingMicrosecondsPerToken.toFixed(0)} µs each), start-up, provisioning, warm-up and filling ≈ ${minutes(setupSeconds)}.`;
 }
 
 async function main(): Promise<void> {
@@ -445,21 +582,34 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: Started
   // A throwaway prefix the test support may delete afterwards (it refuses any other).
   const prefix = uniquePrefix('bench');
   const gatePort = await freePort();
-  const gate = await startProcess(command.script, {
+  // The benchmark signs for the address it calls; the default issuer is a host name (localhost).
+  const issuer = `http://127.0.0.1:${gatePort}`;
+  // Every agentgate of the run serves one prefix and one issuer, as instances behind one address
+  // would: the agents provisioned on the first are the others' too, and one token is good for any.
+  const startGate = async (port: number, sample: Record<string, string>) => startProcess(command.script, {
     ...command.env,
-    // The benchmark signs for the address it calls; the default issuer is a host name (localhost).
-    PORT: String(gatePort), ISSUER: `http://127.0.0.1:${gatePort}`, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
+    PORT: String(port), ISSUER: issuer, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'info',
     RATE_LIMIT_AGENT_PER_MINUTE: '10000000', RATE_LIMIT_HOST_PER_MINUTE: '10000000', WORKERS: String(WORKERS),
+    DECISION_LOG_MAX_RECORDS: String(STREAM_MAX_RECORDS),
     ...GATE_ENV,
+    ...sample,
   }, command.node, nodeArgs, gateHeapProbe);
-  const base = `http://127.0.0.1:${gate.port}`;
+  const gates: StartedServer[] = [];
   const rounds: Round[] = [];
   const label = (s: string) => `${s} [Node ${runtime}${WORKERS > 1 ? `, ${WORKERS} workers` : ''}]`;
   const probesOf = (server: StartedServer): Probes => ({ serverPid: server.child.pid!, redis, heapProbe: server.heapProbe ? server.child : undefined });
-  const gateProbe = probesOf(gate);
   const baselineProbe = probesOf(baseline);
   let floor: StartedServer | undefined;
   try {
+    // One at a time, so no two start-ups race to create what the first one stores (shared secrets).
+    const gate = await startGate(gatePort, {});
+    gates.push(gate);
+    const unrecorded = SCENARIOS.has('allowed-unrecorded') ? await startGate(await freePort(), { DECISION_LOG_SAMPLE: '0' }) : undefined;
+    if (unrecorded) gates.push(unrecorded);
+    const allRecorded = SCENARIOS.has('allowed-all-recorded') ? await startGate(await freePort(), { DECISION_LOG_SAMPLE: '1' }) : undefined;
+    if (allRecorded) gates.push(allRecorded);
+    const base = `http://127.0.0.1:${gate.port}`;
+    const gateProbe = probesOf(gate);
     // JWT audiences come from what the server advertises, as a real client's would.
     const discovery = await (await fetch(`${base}/.well-known/agent-configuration`)).json() as { issuer: string; default_location: string; endpoints: { batch_execute: string } };
     const agents = await provision(discovery.issuer);
@@ -472,16 +622,32 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: Started
     const batch = [JSON.stringify({ requests: Array.from({ length: BATCH_SIZE }, (_, i) => ({ id: `call-${i}`, capability: CAPABILITY, arguments: { amount: 250 + i, currency: 'USD' } })) })];
     const url = discovery.default_location;
     const batchUrl = `${discovery.issuer}${discovery.endpoints.batch_execute}`;
+    // The same execute path on another agentgate of the run (the tokens' audience stays the first's).
+    const urlOn = (server: StartedServer) => { const other = new URL(url); other.port = String(server.port); return other.href; };
+    const artefact = SCENARIOS.has('preview') ? new Uint8Array(readFileSync(PREVIEW_ARTEFACT_PATH)) : undefined;
+    if (artefact) {
+      const streamKey = keyLayout(prefix).decisionStream;
+      const templates = await recordTemplates(redis, streamKey, url, agents, allowed[0]!, violating[0]!);
+      const startedAtMs = performance.now();
+      await fillDecisionStream(redis, streamKey, templates, PREVIEW_DECISIONS, STREAM_MAX_RECORDS);
+      process.stdout.write(`Decision stream filled with ${PREVIEW_DECISIONS.toLocaleString('en-US')} copies of records the server wrote (${FILL_MIX}) in ${((performance.now() - startedAtMs) / 1000).toFixed(1)} s; ${(await redis.xlen(streamKey)).toLocaleString('en-US')} records stored.\n\n`);
+    }
+    // Every agentgate serves some untimed executes first, so none meets its first timed window
+    // cold: the allowed window and its unrecorded and all-recorded twins compare warm processes.
+    for (const server of gates) await warmUp(urlOn(server), CONCURRENCIES[0]!, allowed[0]!, tokensFor(agents, url, TOKENS_PER_SECOND, 0, WARM_UP_SECONDS));
     for (const connections of CONCURRENCIES) {
       // The baseline shares nothing with the servers the rounds compare, so it runs once per
       // concurrency, at the start of round 1, for the ratio-to-baseline column.
       const baselineRow = await drive(`baseline: bare Express JSON POST [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${baseline.port}/capability/execute`, connections, 1, allowed, ['unused'], baselineProbe);
       for (let round = 1; round <= ROUNDS; round++) {
         const results: Measured[] = round === 1 ? [baselineRow] : [];
+        const thisRound: Round = { runtime, connections, round, results };
         // Each window signs its own tokens just before it starts (tokensFor): no round replays
         // another's, and none is near its expiry when it is sent.
         results.push(await drive(`floor: bare Express JSON POST + one Ed25519 verification (${FLOOR_VERIFIER}) [Node ${process.versions.node.split('.')[0]}]`, `http://127.0.0.1:${floor.port}/capability/execute`, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), floorProbe));
-        if (SCENARIOS.has('allowed')) results.push(await drive(label('execute: allowed, constrained grant'), url, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+        if (SCENARIOS.has('allowed')) results.push(await drive(label(ALLOWED_SCENARIO), url, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
+        if (unrecorded) results.push(await drive(label(UNRECORDED_SCENARIO), urlOn(unrecorded), connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), probesOf(unrecorded)));
+        if (allRecorded) results.push(await drive(label(ALL_RECORDED_SCENARIO), urlOn(allRecorded), connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND), probesOf(allRecorded)));
         if (SCENARIOS.has('violated')) results.push(await drive(label('execute: constraint violated (403 expected)'), url, connections, round, violating, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
         if (SCENARIOS.has('replay')) results.push(await drive(label('execute: allowed with 5% replays (401 expected)'), url, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0.05), gateProbe));
         if (SCENARIOS.has('batch')) {
@@ -492,18 +658,86 @@ async function benchRuntime(runtime: string, redisUrl: string, baseline: Started
           }
           results.push(await drive(label(BATCH_SCENARIO), batchUrl, connections, round, batch, tokensFor(agents, url, TOKENS_PER_SECOND), gateProbe));
         }
-        rounds.push({ runtime, connections, round, results });
+        if (artefact) {
+          const { row, run } = await driveWithPreview(label(PREVIEW_SCENARIO), url, connections, round, allowed, tokensFor(agents, url, TOKENS_PER_SECOND, 0, PREVIEW_WINDOW_SECONDS), gateProbe, base, artefact);
+          results.push(row);
+          thisRound.preview = run;
+        }
+        rounds.push(thisRound);
       }
     }
   } finally {
-    // Requests still in flight may write keys until the process has exited; delete after that.
+    // Requests still in flight may write keys until the processes have exited; delete after that.
     floor?.child.kill('SIGTERM');
-    const exited = new Promise((resolve) => gate.child.once('exit', resolve));
-    gate.child.kill('SIGTERM');
-    await exited;
+    await Promise.all(gates.map((server) => {
+      const exited = new Promise((resolve) => server.child.once('exit', resolve));
+      server.child.kill('SIGTERM');
+      return exited;
+    }));
     await deletePrefix(redisUrl, prefix).catch(() => {});
   }
   return rounds;
+}
+
+/** Drives a server for WARM_UP_SECONDS without measuring anything; the answers are not looked at. */
+async function warmUp(url: string, connections: number, body: string, tokens: string[]): Promise<void> {
+  let next = 0;
+  await autocannon({
+    url, connections, duration: WARM_UP_SECONDS,
+    requests: [{ method: 'POST', setupRequest: (request) => ({ ...request, headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[next++ % tokens.length]}` }, body }) }],
+  });
+}
+
+/**
+ * One real record of each kind to copy: sequential executes, allowed and refused in turn, until
+ * the server has stored a recorded one of each (a grants decision was recorded when the agents
+ * were provisioned). Bounded by TEMPLATE_REQUESTS_MAX; the stream is looked at every 50 requests,
+ * and each execute carries the records the ones before it queued.
+ */
+async function recordTemplates(redis: Redis, streamKey: string, url: string, agents: BenchAgent[], allowedBody: string, violatingBody: string): Promise<RecordTemplates> {
+  const tokens = presign(agents, TEMPLATE_REQUESTS_MAX, url);
+  let found: Partial<RecordTemplates> = {};
+  for (let i = 0; i < TEMPLATE_REQUESTS_MAX; i++) {
+    await post(url, tokens[i]!, JSON.parse(i % 2 === 0 ? allowedBody : violatingBody));
+    if (i % 50 !== 49) continue;
+    found = await findTemplates(redis, streamKey, 1000);
+    if (found.allowedExecute && found.refusedExecute && found.grants) return found as RecordTemplates;
+  }
+  const missing = (['allowedExecute', 'refusedExecute', 'grants'] as const).filter((kind) => !found[kind]);
+  throw new Error(`after ${TEMPLATE_REQUESTS_MAX} executes the decision stream holds no ${missing.join(' and no ')} record to copy (is DECISION_LOG_SAMPLE 0?)`);
+}
+
+/**
+ * The preview scenario's window: allowed executes for PREVIEW_WINDOW_SECONDS, and one preview of
+ * PREVIEW_DECISIONS recorded decisions sent PREVIEW_START_AFTER_SECONDS into it. The window's row
+ * is measured as any other; the run says what the preview answered and how execute's latency
+ * differed while it ran.
+ */
+async function driveWithPreview(scenario: string, url: string, connections: number, round: number, bodies: string[], tokens: string[], probe: Probes, base: string, artefact: Uint8Array): Promise<{ row: Measured; run: PreviewRun }> {
+  const responses = new ResponseLog();
+  let timed: Awaited<ReturnType<typeof timedPreview>> | undefined;
+  let loadStartedAtMs = 0;
+  const extras: WindowExtras = {
+    durationSeconds: PREVIEW_WINDOW_SECONDS,
+    alongside: async (instance) => {
+      loadStartedAtMs = performance.now();
+      responses.listenTo(instance);
+      await new Promise((resolve) => setTimeout(resolve, PREVIEW_START_AFTER_SECONDS * 1000));
+      timed = await timedPreview(base, ADMIN_TOKEN, artefact, PREVIEW_DECISIONS, PREVIEW_REQUEST_TIMEOUT_MS);
+    },
+  };
+  const row = await drive(scenario, url, connections, round, bodies, tokens, probe, extras);
+  const { outcome, startedAtMs, endedAtMs } = timed!;
+  const split = responses.split(startedAtMs, endedAtMs);
+  return {
+    row,
+    run: {
+      windowSeconds: PREVIEW_WINDOW_SECONDS,
+      preview: { ...outcome, startedAfterSeconds: Math.round((startedAtMs - loadStartedAtMs) / 10) / 100, withinWindow: endedAtMs <= extras.loadEndedAtMs! },
+      executeDuringPreview: split.during,
+      executeOutsidePreview: split.outside,
+    },
+  };
 }
 
 function median(values: number[]): number {
@@ -526,7 +760,9 @@ function ratio(a: number | null, b: number | null): number | null {
 
 const isFloor = (row: Measured) => row.scenario.startsWith('floor:');
 const isBaseline = (row: Measured) => row.scenario.startsWith('baseline:');
-const isAllowedSingle = (row: Measured) => row.scenario.startsWith('execute: allowed, constrained grant');
+/** The scenario's row in a round, by its label without the runtime. */
+const rowOf = (round: Round, scenario: string) => round.results.find((row) => row.scenario.startsWith(`${scenario} [`));
+const isAllowedSingle = (row: Measured) => row.scenario.startsWith(`${ALLOWED_SCENARIO} [`);
 
 /**
  * The floor and each execute scenario over the rounds of one runtime and concurrency. Each round's
@@ -535,12 +771,7 @@ const isAllowedSingle = (row: Measured) => row.scenario.startsWith('execute: all
  */
 function summarize(rounds: Round[]): ScenarioSummary[] {
   const summaries: ScenarioSummary[] = [];
-  const groups = new Map<string, Round[]>();
-  for (const round of rounds) {
-    const key = `${round.runtime} ${round.connections}`;
-    groups.set(key, [...(groups.get(key) ?? []), round]);
-  }
-  for (const group of groups.values()) {
+  for (const group of groupsOf(rounds)) {
     const first = group[0]!;
     const scenarios = first.results.filter((row) => !isBaseline(row)).map((row) => row.scenario);
     for (const scenario of scenarios) {
@@ -569,11 +800,126 @@ function summarize(rounds: Round[]): ScenarioSummary[] {
   return summaries;
 }
 
+/** The rounds by runtime and concurrency, in the order run. */
+function groupsOf(rounds: Round[]): Round[][] {
+  const groups = new Map<string, Round[]>();
+  for (const round of rounds) {
+    const key = `${round.runtime} ${round.connections}`;
+    groups.set(key, [...(groups.get(key) ?? []), round]);
+  }
+  return [...groups.values()];
+}
+
+/**
+ * What recording costs execute, per runtime and concurrency, where the allowed and allowed-
+ * unrecorded scenarios both ran: each round's difference is taken within that round (the three
+ * windows run one after the other), then the median and spread over the rounds.
+ */
+function recordingCosts(rounds: Round[]): RecordingCost[] {
+  const costs: RecordingCost[] = [];
+  for (const group of groupsOf(rounds)) {
+    const rows = group.map((round) => ({ atSample: rowOf(round, ALLOWED_SCENARIO), unrecorded: rowOf(round, UNRECORDED_SCENARIO), allRecorded: rowOf(round, ALL_RECORDED_SCENARIO) }));
+    if (rows.some((r) => !r.atSample || !r.unrecorded)) continue;
+    const cpu = (row: Measured | undefined, of: 'server' | 'redis') => (row ? row.cpuPerRequestUs[of] : null);
+    const perRecordedDecision = rows.map((r) => (r.allRecorded ? r.allRecorded.cpuPerRequestUs.server - r.unrecorded!.cpuPerRequestUs.server : null));
+    const withAllRecorded = rows.every((r) => r.allRecorded);
+    costs.push({
+      runtime: group[0]!.runtime,
+      connections: group[0]!.connections,
+      rounds: group.length,
+      sample: PRIMARY_SAMPLE,
+      serverCpuUsPerRequest: {
+        atSample: spreadOf(rows.map((r) => cpu(r.atSample, 'server')))!, unrecorded: spreadOf(rows.map((r) => cpu(r.unrecorded, 'server')))!,
+        allRecorded: withAllRecorded ? spreadOf(rows.map((r) => cpu(r.allRecorded, 'server'))) : null,
+      },
+      redisCpuUsPerRequest: {
+        atSample: spreadOf(rows.map((r) => cpu(r.atSample, 'redis')))!, unrecorded: spreadOf(rows.map((r) => cpu(r.unrecorded, 'redis')))!,
+        allRecorded: withAllRecorded ? spreadOf(rows.map((r) => cpu(r.allRecorded, 'redis'))) : null,
+      },
+      costPercentAtSample: spreadOf(rows.map((r) => (100 * (r.atSample!.cpuPerRequestUs.server - r.unrecorded!.cpuPerRequestUs.server)) / r.atSample!.cpuPerRequestUs.server))!,
+      serverCpuUsPerRecordedDecision: withAllRecorded ? spreadOf(perRecordedDecision) : null,
+      derivedCostPercentAtSample: withAllRecorded ? spreadOf(rows.map((r, i) => (100 * PRIMARY_SAMPLE * perRecordedDecision[i]!) / r.atSample!.cpuPerRequestUs.server)) : null,
+      targetPercent: RECORDING_COST_TARGET_PERCENT,
+    });
+  }
+  return costs;
+}
+
+/** The previews under load, per runtime and concurrency, each compared with the allowed window of its own round. */
+function previewSummaries(rounds: Round[]): PreviewSummary[] {
+  const summaries: PreviewSummary[] = [];
+  for (const group of groupsOf(rounds)) {
+    const runs = group.filter((round) => round.preview !== undefined);
+    if (runs.length === 0) continue;
+    const pairs = runs.map((round) => ({ run: round.preview!, row: rowOf(round, PREVIEW_SCENARIO), allowed: rowOf(round, ALLOWED_SCENARIO) }));
+    summaries.push({
+      runtime: group[0]!.runtime,
+      connections: group[0]!.connections,
+      rounds: runs.length,
+      requested: PREVIEW_DECISIONS,
+      evaluated: pairs.map((p) => p.run.preview.evaluated),
+      errors: pairs.map((p) => p.run.preview.errors),
+      statuses: pairs.map((p) => p.run.preview.status),
+      withinWindow: pairs.map((p) => p.run.preview.withinWindow),
+      seconds: spreadOf(pairs.map((p) => p.run.preview.seconds))!,
+      targetSeconds: PREVIEW_TARGET_SECONDS,
+      p99DuringOverOutside: spreadOf(pairs.map((p) => ratio(p.run.executeDuringPreview.latencyMsP99, p.run.executeOutsidePreview.latencyMsP99))),
+      p99OverAllowedWindow: spreadOf(pairs.map((p) => ratio(p.row?.latencyMsP99 ?? null, p.allowed?.latencyMsP99 ?? null))),
+      requestsPerSecondOverAllowedWindow: spreadOf(pairs.map((p) => ratio(p.row?.requestsPerSecond ?? null, p.allowed?.requestsPerSecond ?? null))),
+    });
+  }
+  return summaries;
+}
+
 /** `median [min–max]`, each with `digits` decimals (thousands separated when there are none). */
 function formatSpread(spread: Spread | null, digits: number): string {
   if (spread === null) return 'n/a';
   const format = (value: number) => (digits === 0 ? Math.round(value).toLocaleString('en-US') : value.toFixed(digits));
   return `${format(spread.median)} [${format(spread.min)}–${format(spread.max)}]`;
+}
+
+/** Each round's value, with `digits` decimals. */
+function perRoundOf(spread: Spread | null, digits: number): string {
+  return spread === null ? 'n/a' : spread.perRound.map((v) => (v === null ? 'n/a' : v.toFixed(digits))).join(', ');
+}
+
+/** The recording cost in words, with its arithmetic. */
+function recordingCostLines(c: RecordingCost): string[] {
+  const server = c.serverCpuUsPerRequest;
+  const lines = [
+    `Recording's cost at ${c.connections} connections [Node ${c.runtime}], ${c.rounds} round(s). Server CPU µs per allowed execute, per round: `
+      + `recorded at DECISION_LOG_SAMPLE=${c.sample}: ${perRoundOf(server.atSample, 0)}; nothing recorded: ${perRoundOf(server.unrecorded, 0)}`
+      + `${server.allRecorded ? `; every decision recorded: ${perRoundOf(server.allRecorded, 0)}` : ''}. Redis CPU µs per request, the same: `
+      + `${perRoundOf(c.redisCpuUsPerRequest.atSample, 0)}; ${perRoundOf(c.redisCpuUsPerRequest.unrecorded, 0)}${c.redisCpuUsPerRequest.allRecorded ? `; ${perRoundOf(c.redisCpuUsPerRequest.allRecorded, 0)}` : ''}.`,
+    `  Measured at ${c.sample}: (recorded − nothing recorded) ÷ recorded = ${formatSpread(c.costPercentAtSample, 1)} % of execute's server CPU per request `
+      + `(per round ${perRoundOf(c.costPercentAtSample, 1)}; target ≤ ${c.targetPercent} %).`,
+  ];
+  if (c.serverCpuUsPerRecordedDecision && c.derivedCostPercentAtSample) {
+    const perDecision = c.serverCpuUsPerRecordedDecision.median;
+    lines.push(`  Every decision recorded − nothing recorded = ${formatSpread(c.serverCpuUsPerRecordedDecision, 1)} µs per recorded decision; `
+      + `at ${c.sample} that is ${c.sample} × ${perDecision.toFixed(1)} = ${(c.sample * perDecision).toFixed(2)} µs per request, `
+      + `${formatSpread(c.derivedCostPercentAtSample, 2)} % of execute's server CPU (target ≤ ${c.targetPercent} %).`);
+  }
+  return lines;
+}
+
+/** The previews under load in words. */
+function previewLines(p: PreviewSummary, rounds: Round[]): string[] {
+  const runs = rounds.filter((r) => r.runtime === p.runtime && r.connections === p.connections && r.preview).map((r) => r.preview!);
+  const list = (values: (number | boolean | null)[]) => values.map((v) => (v === null ? 'n/a' : typeof v === 'boolean' ? (v ? 'yes' : 'no') : v.toLocaleString('en-US'))).join(', ');
+  const latency = (pick: (run: PreviewRun) => LatencyOf, of: 'latencyMsP50' | 'latencyMsP99') => runs.map((run) => pick(run)[of] ?? 'n/a').join(', ');
+  const failures = runs.filter((run) => run.preview.status !== 200).map((run) => `${run.preview.status}: ${run.preview.message}`);
+  return [
+    `Preview under load at ${p.connections} connections [Node ${p.runtime}], ${p.rounds} round(s): ${p.requested.toLocaleString('en-US')} recorded decisions asked for, `
+      + `status ${list(p.statuses)}, evaluated ${list(p.evaluated)}, errors ${list(p.errors)}; took ${formatSpread(p.seconds, 1)} s (per round ${perRoundOf(p.seconds, 1)}; target < ${p.targetSeconds} s), `
+      + `sent ${PREVIEW_START_AFTER_SECONDS} s into a ${PREVIEW_WINDOW_SECONDS} s window of allowed executes; answered within the window: ${list(p.withinWindow)}.`,
+    `  Execute in that window, per round, requests that completed while the preview ran / the rest: `
+      + `p50 ${latency((r) => r.executeDuringPreview, 'latencyMsP50')} / ${latency((r) => r.executeOutsidePreview, 'latencyMsP50')} ms, `
+      + `p99 ${latency((r) => r.executeDuringPreview, 'latencyMsP99')} / ${latency((r) => r.executeOutsidePreview, 'latencyMsP99')} ms `
+      + `(${runs.map((r) => r.executeDuringPreview.requests).join(', ')} / ${runs.map((r) => r.executeOutsidePreview.requests).join(', ')} requests); p99 ratio ${formatSpread(p.p99DuringOverOutside, 2)}.`,
+    `  The whole window against the allowed window of the same round (no preview): p99 ${formatSpread(p.p99OverAllowedWindow, 2)} ×, req/s ${formatSpread(p.requestsPerSecondOverAllowedWindow, 2)} ×.`,
+    ...(failures.length > 0 ? [`  Failed previews: ${failures.join('; ')}.`] : []),
+  ];
 }
 
 async function report(rounds: Round[], wallSeconds: number): Promise<void> {
@@ -611,17 +957,26 @@ async function report(rounds: Round[], wallSeconds: number): Promise<void> {
   // Batches deliver BATCH_SIZE executes per request: compared with the single execute of the same round.
   for (const s of summary) {
     if (!s.executesPerSecond) continue;
-    const single = summary.find((other) => other.runtime === s.runtime && other.connections === s.connections && other.scenario.startsWith('execute: allowed, constrained grant'));
+    const single = summary.find((other) => other.runtime === s.runtime && other.connections === s.connections && other.scenario.startsWith(`${ALLOWED_SCENARIO} [`));
     const medianOf = ROUNDS > 1 ? `, median of ${s.rounds} rounds` : '';
     const toSingle = s.executesRatioToSingle && single ? `, ${formatSpread(s.executesRatioToSingle, 2)} × single execute of the same round (${Math.round(single.requestsPerSecond.median)}/s)` : '';
     lines.push('', `Batch of ${BATCH_SIZE} at ${s.connections} connections${medianOf}: ${Math.round(s.executesPerSecond.median)} executes/s${toSingle}.`);
   }
+  const costs = recordingCosts(rounds);
+  for (const c of costs) lines.push('', ...recordingCostLines(c));
+  const previews = previewSummaries(rounds);
+  for (const p of previews) lines.push('', ...previewLines(p, rounds));
   process.stdout.write(`${lines.join('\n')}\n`);
-  const settings = { durationSeconds: DURATION_SECONDS, connections: CONCURRENCIES, rounds: ROUNDS, scenarios: EXECUTE_SCENARIOS, runtimes: RUNTIMES, workers: WORKERS, tokensPerSecond: TOKENS_PER_SECOND, wallSeconds: Math.round(wallSeconds) };
+  const settings = {
+    durationSeconds: DURATION_SECONDS, connections: CONCURRENCIES, rounds: ROUNDS, scenarios: EXECUTE_SCENARIOS, runtimes: RUNTIMES, workers: WORKERS, tokensPerSecond: TOKENS_PER_SECOND,
+    decisionLogSample: PRIMARY_SAMPLE, previewWindowSeconds: PREVIEW_WINDOW_SECONDS, previewDecisions: PREVIEW_DECISIONS, previewStartAfterSeconds: PREVIEW_START_AFTER_SECONDS, previewArtefact: PREVIEW_ARTEFACT_PATH,
+    wallSeconds: Math.round(wallSeconds),
+  };
   // `machine` and `results` (every row, in the order run) keep the shape older readers know; the
-  // rounds and the summary are added beside them.
+  // rounds (each with its preview, if one ran), the summary, the recording costs and the previews'
+  // summary are added beside them.
   await mkdir(path.dirname(RESULTS_FILE), { recursive: true });
-  await writeFile(RESULTS_FILE, JSON.stringify({ machine, results, settings, rounds, summary }, null, 2));
+  await writeFile(RESULTS_FILE, JSON.stringify({ machine, results, settings, rounds, summary, recordingCost: costs, previews }, null, 2));
 }
 
 main().catch((err: unknown) => {

@@ -6,6 +6,8 @@
 //
 // It answers every request with exactly one message carrying the request's id, and handles requests
 // one at a time in the order they came, so an answer always describes the candidate its request saw.
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { describeThrown } from '../common/thrown.ts';
 import { loadCandidateEngine, type WasmPolicyEngine } from './engine.ts';
@@ -46,6 +48,29 @@ export interface ShadowChange {
 
 const port = parentPort;
 if (port === null) throw new Error('candidate-worker.ts runs only as a worker thread');
+
+/**
+ * The nice value a candidate's thread runs at: the lowest priority. A preview or a shadow is work
+ * beside the requests, never before them, so on a busy machine the scheduler gives the event loop,
+ * Redis and everything else the CPU first, and the candidate what is left: a preview then takes
+ * longer and a shadow drops observations (counted), rather than execute waiting for either.
+ */
+const CANDIDATE_NICE = 19;
+
+/**
+ * Lowers this thread's priority, not the process's: on Linux the nice value belongs to a thread, and
+ * setpriority given a thread id changes that thread only. Node has no call for the thread id, but
+ * /proc/thread-self names it. Elsewhere, or if it fails, the thread keeps the process's priority.
+ */
+function lowerThisThreadsPriority(): void {
+  try {
+    const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (Number.isInteger(threadId) && threadId > 0 && threadId !== process.pid) setPriority(threadId, CANDIDATE_NICE);
+  } catch {
+    // Not Linux, or not permitted: the candidate shares the CPU as the process does.
+  }
+}
+lowerThisThreadsPriority();
 const post = (message: FromWorker) => port.postMessage(message);
 
 let candidate: WasmPolicyEngine | null = null;

@@ -111,7 +111,8 @@ export class CandidatesClosedError extends NamedError {}
 
 type CapabilityCounts = { allow_to_deny: number; deny_to_allow: number; other: number };
 
-interface Shadow {
+/** A loaded shadow: its thread and queue, and the counts its tally reports (ShadowTally says what each counts). */
+interface Shadow extends Pick<ShadowTally, 'observed' | 'evaluated' | 'agreed' | 'disagreed' | 'dropped' | 'errors'> {
   readonly artefact: Uint8Array;
   readonly sha256: string;
   readonly loadedAt: string;
@@ -124,12 +125,6 @@ interface Shadow {
   flushScheduled: boolean;
   failuresInARow: number;
   restartTimer: NodeJS.Timeout | null;
-  observed: number;
-  evaluated: number;
-  agreed: number;
-  disagreed: number;
-  dropped: number;
-  errors: number;
   readonly byCapability: Map<string, CapabilityCounts>;
 }
 

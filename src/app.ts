@@ -99,7 +99,7 @@ function buildApp(input: AppDependencies): App {
   // Decisions are timed for metrics and, at debug, logged with their arguments' values redacted;
   // then recorded for previews and offered to the shadow policy, if one is loaded (off this thread).
   const candidates = input.rollout?.candidates;
-  const observer = candidates ? { active: () => candidates.shadowArtefact() !== null, observe: candidates.observe.bind(candidates) } : undefined;
+  const observer = candidates ? { active: () => candidates.hasShadow(), observe: candidates.observe.bind(candidates) } : undefined;
   const policy = recordingPolicy(instrumentPolicy(input.policy, metrics, logger), input.decisions, observer);
   metrics.observe({ policy: input.policy, store, logger });
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.

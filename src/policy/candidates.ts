@@ -186,6 +186,11 @@ export class CandidatePolicies {
     return run;
   }
 
+  /** Whether a shadow is loaded: asked on every live decision, so it copies nothing. */
+  hasShadow(): boolean {
+    return this.#shadow !== null;
+  }
+
   /** A copy of the loaded shadow's bytes (for promotion), or null. */
   shadowArtefact(): Uint8Array | null {
     return this.#shadow === null ? null : new Uint8Array(this.#shadow.artefact);

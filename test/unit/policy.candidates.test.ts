@@ -333,8 +333,11 @@ describe('a shadow', () => {
     const candidates = candidatePolicies();
     candidates.observe(executeObservation(allowAll, executeInput('hst_a', 'echo')));
     expect(candidates.tally()).toBeNull();
+    expect(candidates.hasShadow()).toBe(false);
     await candidates.loadShadow(artefact('deny'));
+    expect(candidates.hasShadow()).toBe(true);
     candidates.clearShadow();
+    expect(candidates.hasShadow()).toBe(false);
     expect(candidates.shadowArtefact()).toBeNull();
     candidates.observe(executeObservation(allowAll, executeInput('hst_a', 'echo')));
     expect(candidates.tally()).toBeNull();

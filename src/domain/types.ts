@@ -40,7 +40,11 @@ export interface HostRecord {
   activatedAtMs?: number;
 }
 
-/** The device-authorization approval an agent or its grants wait on (RFC 8628 fields). */
+/** Protocol §10: how a person is asked. */
+export const APPROVAL_METHODS = ['device_authorization', 'ciba'] as const;
+export type ApprovalMethod = (typeof APPROVAL_METHODS)[number];
+
+/** The approval an agent or its grants wait on: RFC 8628 device authorization, or CIBA. */
 export interface ApprovalRecord {
   /** Also what the user code is derived from (services/approvals/user-codes.ts): the code itself is never stored. */
   id: string;
@@ -49,6 +53,16 @@ export interface ApprovalRecord {
   createdAtMs: number;
   expiresAtMs: number;
   intervalSeconds: number;
+  /** Absent on approvals stored before CIBA existed: device authorization. */
+  method?: ApprovalMethod;
+  /**
+   * CIBA: the person the request was sent to, the only one who may decide it on the inbox or the
+   * people's API. Absent on a CIBA approval whose login_hint named nobody: it is answered like any
+   * other, nobody is told, and only an administrator can decide it.
+   */
+  personId?: string;
+  /** CIBA: the agent's words the person compares with what the agent shows (checked text, never a link). */
+  bindingMessage?: string;
 }
 
 export interface AgentRecord {

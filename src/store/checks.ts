@@ -150,3 +150,8 @@ export function personKey(personId: string): string {
   if (personId.length === 0 || personId.length > 1024) throw new Error('a person id must be 1-1024 characters');
   return createHash('sha256').update(personId).digest('base64url');
 }
+
+/** A login hint (any characters, any length the API allows) as a hash tag: its SHA-256, base64url. */
+export function hintHash(hintKey: string): string {
+  return createHash('sha256').update(`login-hint:${hintKey}`).digest('base64url');
+}

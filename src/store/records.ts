@@ -6,6 +6,7 @@
 // a compile error.
 import {
   AGENT_STATUSES,
+  APPROVAL_METHODS,
   GRANT_STATUSES,
   HOST_STATUSES,
   MODES,
@@ -81,6 +82,9 @@ const APPROVAL_FIELDS = {
   createdAtMs: { kind: 'number' },
   expiresAtMs: { kind: 'number' },
   intervalSeconds: { kind: 'number' },
+  method: { kind: 'enum', values: APPROVAL_METHODS, optional: true },
+  personId: { kind: 'string', optional: true },
+  bindingMessage: { kind: 'string', optional: true },
 } as const satisfies FieldTable<ApprovalRecord>;
 
 export const AGENT_FIELDS = {

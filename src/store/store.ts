@@ -318,6 +318,25 @@ export interface PersonRecords {
   /** Removes a passkey; false when the person had none with this id. */
   removePasskey(personId: string, passkeyId: string): Promise<boolean>;
 
+  // ---- how a person is reached, and what waits for them (CIBA) ---------------------------------
+  /**
+   * Remembers a signed-in person: their id then names them as a login hint, and so does `email`
+   * (the address their identity provider vouched for), with its address. An address names the last
+   * person who signed in with it.
+   */
+  savePersonContact(personId: string, email: string | undefined): Promise<void>;
+  /** The person a login hint names (hintKey: a lower-cased address, or a person id as given), or null. */
+  findPersonByHint(hintKey: string): Promise<string | null>;
+  /** The address saved for a person, or null. */
+  getPersonEmail(personId: string): Promise<string | null>;
+  /**
+   * Puts an agent in a person's inbox until `untilMs` (again: the later deadline stays). At most
+   * `maxItems` are kept: those nearest to lapsing go first.
+   */
+  addToInbox(personId: string, agentId: string, untilMs: number, maxItems: number): Promise<void>;
+  /** The agents in a person's inbox whose deadline is after `nowMs`, latest deadline first, at most `limit`. */
+  listInbox(personId: string, nowMs: number, limit: number): Promise<string[]>;
+
   // ---- people's sessions ----------------------------------------------------------------------
   /** Stores a session's JSON under its key (a hash of the cookie's id, never the id itself) for ttlMs. */
   saveSession(key: string, json: string, ttlMs: number): Promise<void>;

@@ -1050,6 +1050,44 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.listPasskeys(person)).toHaveLength(3);
       });
 
+      it('a person is found by their id or their address (in any case) once saved, and nobody else is', async () => {
+        const person = `https://idp.example/{${uid('p')}}|sub`;
+        const email = `${uid('Ada')}@Example.org`;
+        expect(await store.findPersonByHint(person)).toBeNull();
+        expect(await store.getPersonEmail(person)).toBeNull();
+        await store.savePersonContact(person, email);
+        expect(await store.findPersonByHint(person)).toBe(person);
+        expect(await store.findPersonByHint(email.toLowerCase())).toBe(person);
+        expect(await store.getPersonEmail(person)).toBe(email);
+        expect(await store.findPersonByHint(`x${email.toLowerCase()}`)).toBeNull();
+        // The address moves to whoever signs in with it last; the first keeps their id as a hint.
+        const other = `${person}-other`;
+        await store.savePersonContact(other, email);
+        expect(await store.findPersonByHint(email.toLowerCase())).toBe(other);
+        await store.savePersonContact(person, undefined);
+        expect(await store.getPersonEmail(person)).toBeNull();
+        expect(await store.findPersonByHint(person)).toBe(person);
+      });
+
+      it("a person's inbox lists live entries, latest deadline first, bounded, a later deadline winning", async () => {
+        const person = uid('person');
+        const nowMs = Date.now();
+        expect(await store.listInbox(person, nowMs, 10)).toEqual([]);
+        await store.addToInbox(person, 'agt_a', nowMs + 60_000, 3);
+        await store.addToInbox(person, 'agt_b', nowMs + 120_000, 3);
+        await store.addToInbox(person, 'agt_c', nowMs + 30_000, 3);
+        expect(await store.listInbox(person, nowMs, 10)).toEqual(['agt_b', 'agt_a', 'agt_c']);
+        expect(await store.listInbox(person, nowMs, 2)).toEqual(['agt_b', 'agt_a']);
+        expect(await store.listInbox(person, nowMs + 45_000, 10)).toEqual(['agt_b', 'agt_a']);
+        await store.addToInbox(person, 'agt_c', nowMs + 180_000, 3);
+        await store.addToInbox(person, 'agt_c', nowMs + 10_000, 3);
+        expect(await store.listInbox(person, nowMs, 10)).toEqual(['agt_c', 'agt_b', 'agt_a']);
+        // Over the bound, the entry nearest to lapsing goes.
+        await store.addToInbox(person, 'agt_d', nowMs + 90_000, 3);
+        expect(await store.listInbox(person, nowMs, 10)).toEqual(['agt_c', 'agt_b', 'agt_d']);
+        expect(await store.listInbox(`${person}x`, nowMs, 10)).toEqual([]);
+      });
+
       it('a person session is saved, loaded, replaced, deleted, and expires with its ttl', async () => {
         const key = uid('ses');
         expect(await store.loadSession(key)).toBeNull();

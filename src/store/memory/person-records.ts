@@ -12,6 +12,11 @@ export class MemoryPersonRecords implements PersonRecords {
   /** Each person's passkeys: credential id -> JSON. */
   readonly #passkeys = new Map<string, Map<string, string>>();
   readonly #sessions: ExpiringMap<string>;
+  /** Login hints (a lower-cased address, or a person id) -> the person they name. */
+  readonly #hints = new Map<string, string>();
+  readonly #emails = new Map<string, string>();
+  /** Each person's inbox: agent id -> deadline. */
+  readonly #inboxes = new Map<string, Map<string, number>>();
 
   constructor(gate: MemoryGate) {
     this.#gate = gate;
@@ -61,6 +66,51 @@ export class MemoryPersonRecords implements PersonRecords {
   async removePasskey(personId: string, passkeyId: string): Promise<boolean> {
     this.#gate.assertOpen();
     return this.#passkeys.get(personId)?.delete(passkeyId) ?? false;
+  }
+
+  // ---- how a person is reached, and what waits for them ----------------------------------------
+
+  async savePersonContact(personId: string, email: string | undefined): Promise<void> {
+    this.#gate.assertOpen();
+    this.#hints.set(personId, personId);
+    if (email === undefined) {
+      this.#emails.delete(personId);
+      return;
+    }
+    this.#emails.set(personId, email);
+    this.#hints.set(email.toLowerCase(), personId);
+  }
+
+  async findPersonByHint(hintKey: string): Promise<string | null> {
+    this.#gate.assertOpen();
+    return this.#hints.get(hintKey) ?? null;
+  }
+
+  async getPersonEmail(personId: string): Promise<string | null> {
+    this.#gate.assertOpen();
+    return this.#emails.get(personId) ?? null;
+  }
+
+  async addToInbox(personId: string, agentId: string, untilMs: number, maxItems: number): Promise<void> {
+    this.#gate.assertOpen();
+    const inbox = this.#inboxes.get(personId) ?? new Map<string, number>();
+    for (const [id, deadline] of inbox) if (deadline <= this.#gate.now()) inbox.delete(id);
+    inbox.set(agentId, Math.max(inbox.get(agentId) ?? -Infinity, untilMs));
+    const bound = Math.max(1, Math.trunc(maxItems));
+    if (inbox.size > bound) {
+      const nearest = [...inbox].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).slice(0, inbox.size - bound);
+      for (const [id] of nearest) inbox.delete(id);
+    }
+    this.#inboxes.set(personId, inbox);
+  }
+
+  async listInbox(personId: string, nowMs: number, limit: number): Promise<string[]> {
+    this.#gate.assertOpen();
+    return [...(this.#inboxes.get(personId) ?? new Map<string, number>())]
+      .filter(([, deadline]) => deadline > nowMs)
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? 1 : -1))
+      .slice(0, Math.max(1, Math.trunc(limit)))
+      .map(([id]) => id);
   }
 
   // ---- people's sessions ----------------------------------------------------------------------

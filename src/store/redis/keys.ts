@@ -46,6 +46,12 @@ export interface KeyLayout {
   personHosts(personKey: string): string;
   /** Hash of a person's passkeys: credential id -> JSON. */
   personPasskeys(personKey: string): string;
+  /** A person's saved e-mail address (CIBA notices). */
+  personEmail(personKey: string): string;
+  /** Sorted set of agent ids waiting in a person's inbox, scored by their approval's deadline. */
+  personInbox(personKey: string): string;
+  /** The person a login hint names, keyed by a hash of the hint. */
+  loginHint(hintHash: string): string;
   /** Agents or hosts waiting for approval, scored by creation time (one key each: no hash tag needed). */
   pendingSince(kind: PendingKind): string;
   /** The marker a durability round writes in the slot of `anchorKey` (store/redis/durability.ts). */
@@ -116,6 +122,9 @@ export function keyLayout(prefix: string): KeyLayout {
     usedChallenge: (challengeKey) => `${prefix}challenge:{${challengeKey}}`,
     personHosts: (personKey) => `${prefix}person:{${personKey}}:hosts`,
     personPasskeys: (personKey) => `${prefix}person:{${personKey}}:passkeys`,
+    personEmail: (personKey) => `${prefix}person:{${personKey}}:email`,
+    personInbox: (personKey) => `${prefix}person:{${personKey}}:inbox`,
+    loginHint: (hintHash) => `${prefix}hint:{${hintHash}}`,
     invalidationChannel: `${prefix}invalidate`,
     auditStream: `${prefix}audit`,
     decisionStream: `${prefix}decisions`,

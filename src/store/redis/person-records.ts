@@ -3,7 +3,7 @@
 // any id is storable), and one key per signed-in session, whose expiry is its clean-up. None of
 // them belongs to an agent's or host's slot, so each is a single key touched alone; the passkey
 // writes that must check and write in one step are scripts on that one key.
-import { isTaggable, normalizeTtlMs, personKey } from '../checks.ts';
+import { hintHash, isTaggable, normalizeTtlMs, personKey } from '../checks.ts';
 import type { PersonRecords } from '../store.ts';
 import { RedisRole } from './parts.ts';
 
@@ -37,6 +37,38 @@ export class RedisPersonRecords extends RedisRole implements PersonRecords {
 
   async removePasskey(personId: string, passkeyId: string): Promise<boolean> {
     return (await this.redis.connection.hdel(this.redis.keys.personPasskeys(personKey(personId)), passkeyId)) === 1;
+  }
+
+  // ---- how a person is reached, and what waits for them ----------------------------------------
+
+  async savePersonContact(personId: string, email: string | undefined): Promise<void> {
+    // Each key is in its own slot, so these are separate commands, not a transaction: a hint saved
+    // without its address (or the reverse) names the person, or is simply not found.
+    const { connection, keys } = this.redis;
+    await connection.set(keys.loginHint(hintHash(personId)), personId);
+    if (email === undefined) {
+      await connection.del(keys.personEmail(personKey(personId)));
+      return;
+    }
+    await connection.set(keys.personEmail(personKey(personId)), email);
+    await connection.set(keys.loginHint(hintHash(email.toLowerCase())), personId);
+  }
+
+  async findPersonByHint(hintKey: string): Promise<string | null> {
+    return this.redis.connection.get(this.redis.keys.loginHint(hintHash(hintKey)));
+  }
+
+  async getPersonEmail(personId: string): Promise<string | null> {
+    return this.redis.connection.get(this.redis.keys.personEmail(personKey(personId)));
+  }
+
+  async addToInbox(personId: string, agentId: string, untilMs: number, maxItems: number): Promise<void> {
+    await this.redis.scripts.agentgateAddToInbox(this.redis.keys.personInbox(personKey(personId)), agentId, String(Math.trunc(untilMs)), String(Math.max(1, Math.trunc(maxItems))));
+  }
+
+  async listInbox(personId: string, nowMs: number, limit: number): Promise<string[]> {
+    const count = Math.max(1, Math.trunc(limit));
+    return this.redis.connection.zrevrangebyscore(this.redis.keys.personInbox(personKey(personId)), '+inf', `(${Math.trunc(nowMs)}`, 'LIMIT', 0, count);
   }
 
   // ---- people's sessions ----------------------------------------------------------------------

@@ -429,6 +429,24 @@ return 1
 `,
 };
 
+/**
+ * Puts an agent in a person's inbox (a sorted set scored by deadline): a later deadline wins, the
+ * entries nearest to lapsing go beyond the bound, and the set lives until its latest deadline.
+ * KEYS: inbox. ARGV: agent id, deadline (epoch ms), most entries kept.
+ */
+const ADD_TO_INBOX: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not current or tonumber(current) < tonumber(ARGV[2]) then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
+local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, excess - 1) end
+local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if latest[2] then redis.call('PEXPIREAT', KEYS[1], latest[2]) end
+return 1
+`,
+};
+
 /** Every script, by the command name ioredis registers it under. */
 export const SCRIPTS = {
   agentgateGetAgent: GET_AGENT,
@@ -451,6 +469,7 @@ export const SCRIPTS = {
   agentgateAuditForgetConsumers: AUDIT_FORGET_CONSUMERS,
   agentgateAddPasskey: ADD_PASSKEY,
   agentgateUpdatePasskey: UPDATE_PASSKEY,
+  agentgateAddToInbox: ADD_TO_INBOX,
 } as const satisfies Record<string, ScriptDefinition>;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -47,6 +47,7 @@ import { passkeySettingsFor } from './people/passkeys.ts';
 import { PersonSessions } from './people/sessions.ts';
 import { createOidcSignIn, type OidcSignIn } from './people/sign-in/oidc.ts';
 import { userCodesFor } from './services/approvals/user-codes.ts';
+import { approvalNotifierFrom } from './notify/approval-notifier.ts';
 import { scheduleCleanup } from './services/cleanup.ts';
 import { redisCallDeadlineMs } from './common/deadline.ts';
 import { failClosedStore } from './store/guard.ts';
@@ -57,7 +58,7 @@ import type { Store } from './store/store.ts';
  * store before its fail-closed wrapper; the rest buildApp makes itself.
  */
 type AppDependencies = Pick<ServiceDeps, 'config' | 'store' | 'clock' | 'policy' | 'catalog' | 'operators' | 'pluginSandbox' | 'userCodes' | 'logger' | 'limits' | 'audit' | 'decisions'>
-  & Partial<Pick<ServiceDeps, 'runCapability' | 'reloadPolicy' | 'reloadOperators' | 'rollout' | 'readPolicyArtefact'>>
+  & Partial<Pick<ServiceDeps, 'runCapability' | 'reloadPolicy' | 'reloadOperators' | 'rollout' | 'readPolicyArtefact' | 'notifier'>>
   & {
     /** People sign in through this OpenID Connect provider on the approval page; absent: not configured. */
     oidc?: OidcSignIn | undefined;
@@ -114,6 +115,7 @@ function buildApp(input: AppDependencies): App {
     operators: input.operators,
     pluginSandbox: input.pluginSandbox,
     userCodes: input.userCodes,
+    ...(input.notifier ? { notifier: input.notifier } : {}),
     logger,
     audit: input.audit,
     decisions: input.decisions,
@@ -164,6 +166,8 @@ function buildApp(input: AppDependencies): App {
 
 /** Every call to the OpenID Connect provider (discovery, token, keys, user info) is bounded by this. */
 const OIDC_TIMEOUT_MS = 5000;
+/** How long a stopping server waits for queued approval notices (webhook, mail) to go out; the rest are dropped and counted. */
+const NOTIFIER_CLOSE_DEADLINE_MS = 3000;
 
 /** What assembleService takes besides config; production passes only the logger and its metrics. */
 interface AssemblyOptions {
@@ -258,6 +262,7 @@ export async function assembleService(config: Config, options: AssemblyOptions):
     logger.warn('ISSUER is an IP address, which cannot be a passkey relying party: capabilities marked approval_strength "presence" cannot be approved on the page (use a host name, e.g. http://localhost:3000)');
   }
   if (!oidc && !config.INSECURE_DEV_SIGN_IN) logger.warn('no sign-in is configured (OIDC_ISSUER): nobody can approve agents on the approval page; the admin API still can');
+  const notifier = approvalNotifierFrom(config, logger);
   const built = buildApp({
     config, store, clock: options.clock ?? systemClock, policy: engine, catalog, operators, pluginSandbox: plugins.sandbox, userCodes, oidc, logger, limits, metrics,
     reloadPolicy: (artefact) => reloader.reload('admin', artefact),
@@ -266,6 +271,7 @@ export async function assembleService(config: Config, options: AssemblyOptions):
     decisions,
     rollout: { candidates, disagreements },
     readPolicyArtefact: () => engine.readArtefact(),
+    ...(notifier ? { notifier } : {}),
   });
   let stopCleanup = (): void => {};
   return {
@@ -281,7 +287,10 @@ export async function assembleService(config: Config, options: AssemblyOptions):
       stopCleanup();
       reloader.stop();
       // The audit and decision queues are written while the store is still open (neither close throws).
-      await Promise.all([audit.close(), decisions.close().catch((err: unknown) => logger.error('closing the decision log failed', { err })), candidates.close().catch(() => undefined)]);
+      await Promise.all([
+        audit.close(), decisions.close().catch((err: unknown) => logger.error('closing the decision log failed', { err })), candidates.close().catch(() => undefined),
+        notifier?.close(NOTIFIER_CLOSE_DEADLINE_MS),
+      ]);
       await Promise.allSettled([store.close(), plugins.close()]);
     },
   };

@@ -324,6 +324,27 @@ const objectSchema = z
     /** Events per webhook POST. */
     AUDIT_WEBHOOK_BATCH_SIZE: integerIn(1, 1000).default(100),
 
+    /**
+     * CIBA (protocol §10): tell a person an approval waits for them by a signed webhook (POST, JSON,
+     * X-Agentgate-Signature: HMAC-SHA256 with APPROVAL_WEBHOOK_SECRET; docs/approving.md), for
+     * operators who route it to chat or push.
+     */
+    APPROVAL_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /** The HMAC key shared with the receiver of APPROVAL_WEBHOOK_URL. */
+    APPROVAL_WEBHOOK_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+    /** One webhook attempt's time limit, from connecting to the answer's status. */
+    APPROVAL_WEBHOOK_TIMEOUT_MS: integerIn(100, 30_000).default(5000),
+    /** CIBA by e-mail: smtp://user:password@host:587 (STARTTLS when offered) or smtps://…:465 (TLS from the start). */
+    SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
+    /** The From of approval mails, e.g. `Agentgate <approvals@example.com>`. */
+    SMTP_FROM: z.string().min(3).max(320).regex(/^[^\r\n]+$/, 'must be one line').optional(),
+    /** How long connecting, the greeting, and one idle stretch of sending may each take. */
+    SMTP_TIMEOUT_MS: integerIn(100, 120_000).default(10_000),
+    /** CIBA requests one person may be sent per hour (CIBA Core §14: no notification fatigue); more are refused with 429. */
+    RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR: integerIn(1, 10_000_000).default(10),
+    /** CIBA requests one host may send per hour, to anyone; more are refused with 429. */
+    RATE_LIMIT_CIBA_PER_HOST_PER_HOUR: integerIn(1, 10_000_000).default(60),
+
     /** Server processes sharing the port (Node cluster). More than 1 needs a Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS). */
     WORKERS: integerIn(1, 64).default(1),
 
@@ -348,6 +369,12 @@ const schema = objectSchema
     }
     if ((c.OIDC_ISSUER === undefined) !== (c.OIDC_CLIENT_ID === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['OIDC_CLIENT_ID'], message: 'OIDC_ISSUER and OIDC_CLIENT_ID go together' });
+    }
+    if ((c.APPROVAL_WEBHOOK_URL === undefined) !== (c.APPROVAL_WEBHOOK_SECRET === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['APPROVAL_WEBHOOK_SECRET'], message: 'APPROVAL_WEBHOOK_URL and APPROVAL_WEBHOOK_SECRET go together: the receiver checks every notification against the secret' });
+    }
+    if ((c.SMTP_URL === undefined) !== (c.SMTP_FROM === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['SMTP_FROM'], message: 'SMTP_URL and SMTP_FROM go together' });
     }
     if (c.SESSION_IDLE_SECONDS > c.SESSION_MAX_SECONDS) {
       ctx.addIssue({ code: 'custom', path: ['SESSION_IDLE_SECONDS'], message: 'must not exceed SESSION_MAX_SECONDS' });

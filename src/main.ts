@@ -68,6 +68,7 @@ async function main(): Promise<void> {
  */
 async function serve(config: Config, logger: Logger): Promise<void> {
   const { assembleService } = await import('./app.ts');
+  const { approvalMethods } = await import('./services/approvals/ciba.ts');
   const { createHttpServer, drain } = await import('./http/server.ts');
   const { answerClusterScrapes, createMetrics } = await import('./metrics/metrics.ts');
   const { installProcessGuards } = await import('./process-guards.ts');
@@ -108,7 +109,8 @@ async function serve(config: Config, logger: Logger): Promise<void> {
       store: service.storeDescription,
       policy: { sha256: policy.info().sha256, path: config.POLICY_WASM_PATH, watched: config.POLICY_WATCH },
       operators: { builtin: operators.names().filter((n) => !operators.isPlugin(n)), plugins: operators.names().filter((n) => operators.isPlugin(n)), dir: config.PLUGINS_DIR },
-      approvalMethods: ['device_authorization'],
+      approvalMethods: approvalMethods(service.deps.notifier),
+      notifications: service.deps.notifier?.channels ?? 'none (APPROVAL_WEBHOOK_URL or SMTP_URL: CIBA needs one)',
       signIn: [...(oidc ? ['oidc'] : []), ...(config.INSECURE_DEV_SIGN_IN ? ['insecure-dev'] : [])],
       adminApi: config.ADMIN_TOKEN ? 'on' : 'off (ADMIN_TOKEN is not set)',
       metrics: describeMetrics(config),

@@ -8,17 +8,18 @@ import type { ServiceDeps } from '../services/deps.ts';
 import { introspectToken } from '../services/introspect.ts';
 import { registerAgent } from '../services/registration.ts';
 import { noteAgent } from '../request-context.ts';
-import { parseWith, tokenOf, toRequested } from './parse.ts';
+import { hintsOf, parseWith, tokenOf, toRequested } from './parse.ts';
 import {
   agentIdBodySchema,
   introspectBodySchema,
+  reactivateBodySchema,
   registerBodySchema,
   requestCapabilityBodySchema,
   revokeCapabilityBodySchema,
   rotateAgentKeyBodySchema,
   statusQuerySchema,
 } from './schemas.ts';
-import { agentView, approvalView, grantView, type ViewContext } from './views.ts';
+import { agentView, approvalView, deviceApprovalView, grantView, type ViewContext } from './views.ts';
 
 export function agentRouter(deps: ServiceDeps): Router {
   const router = Router();
@@ -29,7 +30,7 @@ export function agentRouter(deps: ServiceDeps): Router {
     const body = parseWith(registerBodySchema, req.body, 'body');
     const snapshot = await registerAgent(deps, tokenOf(req), {
       name: body.name, hostName: body.host_name, mode: body.mode, capabilities: toRequested(body.capabilities ?? []), reason: body.reason,
-      clientIp: req.ip ?? 'unknown',
+      hints: hintsOf(body), clientIp: req.ip ?? 'unknown',
     });
     // A host new to the server has no id before this answer: the access line names what it created.
     noteAgent(snapshot.agent.id, snapshot.agent.hostId);
@@ -45,7 +46,7 @@ export function agentRouter(deps: ServiceDeps): Router {
   // Protocol §4.4 (a top-level status: docs/stances.md)
   router.post('/agent/request-capability', async (req, res) => {
     const body = parseWith(requestCapabilityBodySchema, req.body, 'body');
-    const { snapshot, grants } = await agents.requestCapabilities(deps, tokenOf(req), toRequested(body.capabilities), body.reason);
+    const { snapshot, grants } = await agents.requestCapabilities(deps, tokenOf(req), toRequested(body.capabilities), body.reason, hintsOf(body));
     const ctx = view();
     const pending = grants.some((g) => g.status === 'pending');
     res.json({
@@ -61,14 +62,14 @@ export function agentRouter(deps: ServiceDeps): Router {
     const body = parseWith(agentIdBodySchema, req.body, 'body');
     const { approval } = await agents.newDeviceCode(deps, tokenOf(req), body.agent_id);
     const ctx = view();
-    const { method: _method, ...rfc8628 } = approvalView(approval, ctx);
+    const { method: _method, ...rfc8628 } = deviceApprovalView(approval, ctx);
     res.set('Cache-Control', 'no-store').json({ device_code: approval.id, ...rfc8628 });
   });
 
   // Protocol §4.6
   router.post('/agent/reactivate', async (req, res) => {
-    const body = parseWith(agentIdBodySchema, req.body, 'body');
-    res.json(agentView(await agents.reactivateAgent(deps, tokenOf(req), body.agent_id), view()));
+    const body = parseWith(reactivateBodySchema, req.body, 'body');
+    res.json(agentView(await agents.reactivateAgent(deps, tokenOf(req), body.agent_id, hintsOf(body)), view()));
   });
 
   // Protocol §4.7

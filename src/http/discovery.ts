@@ -1,4 +1,5 @@
 // Protocol §2: the discovery document, unauthenticated and cacheable for an hour.
+import { approvalMethods } from '../services/approvals/ciba.ts';
 import { Router } from 'express';
 import type { Config } from '../config.ts';
 import { spendAddressBudget } from '../services/budgets.ts';
@@ -22,7 +23,7 @@ export const ENDPOINTS = {
   device_code: '/agent/device/code',
 } as const;
 
-export function discoveryDocument(config: Config) {
+export function discoveryDocument(config: Config, approvalMethods: string[]) {
   return {
     version: '1.0-draft',
     provider_name: config.PROVIDER_NAME,
@@ -31,7 +32,8 @@ export function discoveryDocument(config: Config) {
     default_location: config.executeUrl,
     algorithms: config.ALGORITHMS,
     modes: config.MODES,
-    approval_methods: ['device_authorization'],
+    // CIBA only where a person can be told (services/approvals/ciba.ts).
+    approval_methods: approvalMethods,
     // Where people approve (RFC 8628's verification URI): an extension member, ignored by clients that do not know it.
     verification_uri: `${config.issuer}/device`,
     endpoints: ENDPOINTS,
@@ -43,10 +45,10 @@ export function discoveryDocument(config: Config) {
  * extension member clients that do not know it ignore). Operators change when plugins are
  * reloaded, so the body is rebuilt when their list does, not on every request.
  */
-export function discoveryRouter(deps: Pick<ServiceDeps, 'config' | 'limits' | 'operators'>): Router {
+export function discoveryRouter(deps: Pick<ServiceDeps, 'config' | 'limits' | 'operators' | 'notifier'>): Router {
   const router = Router();
   const { operators } = deps;
-  const document = discoveryDocument(deps.config);
+  const document = discoveryDocument(deps.config, approvalMethods(deps.notifier));
   let cached = { key: '', body: '' };
   router.get('/.well-known/agent-configuration', async (req, res) => {
     await spendAddressBudget(deps, req.ip);

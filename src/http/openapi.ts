@@ -260,6 +260,7 @@ function peoplePaths(): Record<string, Record<string, OperationSpec>> {
     '/people/me/approvals': {
       get: get('listMyApprovals', 'Open approvals among a page of my agents: each capability, description, constraints, reason', 'PersonApprovals', page),
     },
+    '/people/me/inbox': { get: get('listMyInbox', 'CIBA approvals sent to me (my inbox), latest deadline first; decide them with decideMyApproval', 'PersonInbox') },
     '/people/me/passkeys': { get: get('listMyPasskeys', 'My passkeys (what approving a presence capability takes)', 'PersonPasskeys') },
     '/people/me/passkeys/{passkeyId}/remove': {
       post: post('removeMyPasskey', 'Remove one of my passkeys (fresh sign-in, and an assertion of one of my passkeys: without `assertion`, 403 answers `assertion_options`)', 'PasskeyRemoved', {

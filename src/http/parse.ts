@@ -2,6 +2,7 @@
 import type { Request } from 'express';
 import type { z } from 'zod';
 import { bearerToken } from '../auth/jwt.ts';
+import type { ApprovalHints } from '../domain/approval-method.ts';
 import type { Constraints } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { RequestedCapability } from '../services/grant-decisions.ts';
@@ -22,4 +23,9 @@ export const tokenOf = (req: Request): string | null => bearerToken(req.headers.
 /** Normalises `capabilities` entries (name or {name, constraints}) into one shape. */
 export function toRequested(entries: Array<string | { name: string; constraints?: Record<string, unknown> | undefined }>): RequestedCapability[] {
   return entries.map((e) => (typeof e === 'string' ? { name: e } : { name: e.name, constraints: e.constraints as Constraints | undefined }));
+}
+
+/** The approval-method hints of a parsed body, in the services' words (domain/approval-method.ts). */
+export function hintsOf(body: { preferred_method?: string | undefined; login_hint?: string | undefined; binding_message?: string | undefined }): ApprovalHints {
+  return { preferredMethod: body.preferred_method, loginHint: body.login_hint, bindingMessage: body.binding_message };
 }

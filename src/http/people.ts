@@ -112,6 +112,12 @@ export function peopleApiRouter(deps: PersonServiceDeps): Router {
     res.json({ approvals: page.items.map(approvalForPersonView), next_cursor: page.nextCursor });
   });
 
+  // CIBA approvals sent to me (services/approvals/ciba.ts), latest deadline first; decided with POST /people/me/approvals/:approvalId.
+  router.get('/people/me/inbox', async (_req, res) => {
+    const items = await people.myInbox(deps, signed(res).person.personId);
+    res.json({ approvals: items.map(approvalForPersonView) });
+  });
+
   // Every passkey added or removed is in the audit trail; here the person sees and removes them.
   router.get('/people/me/passkeys', async (_req, res) => {
     const passkeys = await listPasskeys(deps, signed(res).person.personId);
@@ -191,10 +197,12 @@ function approvalForPersonView(approval: people.MyApproval) {
   const { agent, host } = approval;
   return {
     approval_id: approval.approvalId,
+    method: approval.method,
+    ...(approval.bindingMessage === undefined ? {} : { binding_message: approval.bindingMessage }),
     expires_at: iso(approval.expiresAtMs),
     registration: approval.registration,
     agent: definedOnly({ agent_id: agent.id, name: agent.name, mode: agent.mode, status: agent.status, reason: agent.reason }),
-    host: definedOnly({ host_id: host.id, name: host.name }),
+    host: definedOnly({ host_id: host.id, name: host.name, linked: host.linked }),
     capabilities: approval.requested.map((r) => definedOnly({
       grant_id: r.grantId,
       capability: r.capability,

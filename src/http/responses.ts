@@ -15,7 +15,7 @@ import type { LoadedOperator } from '../services/admin.ts';
 import type { BatchCallOutcome } from '../services/batch-execute.ts';
 import { ENDPOINTS, type discoveryDocument } from './discovery.ts';
 import {
-  agentStatus, agentViewSchema, approvalViewSchema, grantViewSchema, hostStatus, hostViewSchema, isoTime, jsonObject, mode, seconds, waitingAgentViewSchema,
+  agentStatus, agentViewSchema, approvalViewSchema, deviceApprovalViewSchema, grantViewSchema, hostStatus, hostViewSchema, isoTime, jsonObject, mode, seconds, waitingAgentViewSchema,
 } from './view-schemas.ts';
 
 // ---- errors --------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ export const discoverySchema = z.object({
   default_location: z.url().describe('where capabilities execute unless one names its own location'),
   algorithms: z.array(z.string()),
   modes: z.array(mode),
-  approval_methods: z.array(z.string()).describe('device_authorization'),
+  approval_methods: z.array(z.string()).describe('device_authorization, and ciba where a notification channel is configured'),
   verification_uri: z.url().describe('extension member: where people approve'),
   endpoints: z.object(endpointShape),
   constraint_operators: z.array(z.string()).describe('extension member: the constraint operators this server knows now'),
@@ -145,7 +145,7 @@ const requestCapabilityResponseSchema = z.object({
   approval: approvalViewSchema.optional(),
 });
 
-const deviceCodeResponseSchema = approvalViewSchema.omit({ method: true }).extend({
+const deviceCodeResponseSchema = deviceApprovalViewSchema.omit({ method: true }).extend({
   device_code: z.string().describe("the approval's id"),
 }).describe('RFC 8628 §3.2: a fresh code for an agent waiting for approval');
 
@@ -273,24 +273,25 @@ const personSchema = z.object({
 const personHostsSchema = z.object({ hosts: z.array(hostViewSchema) });
 const nextCursor = z.string().nullable().describe('pass it as ?cursor= for the next page; null when this page read the last agent');
 const personAgentsSchema = z.object({ agents: z.array(agentViewSchema), next_cursor: nextCursor });
-const personApprovalsSchema = z.object({
-  next_cursor: nextCursor,
-  approvals: z.array(z.object({
-    approval_id: z.string(),
-    expires_at: isoTime,
-    registration: z.boolean(),
-    agent: z.object({ agent_id: z.string(), name: z.string(), mode, status: agentStatus, reason: z.string().optional() }),
-    host: z.object({ host_id: z.string(), name: z.string().optional() }),
-    capabilities: z.array(z.object({
-      grant_id: z.string(),
-      capability: z.string(),
-      description: z.string(),
-      approval_strength: z.enum(['sign_in', 'presence']).describe('presence: only on the approval page, with a passkey'),
-      constraints: jsonObject.optional(),
-      reason: z.string().optional(),
-    })),
+const personApprovalSchema = z.object({
+  approval_id: z.string(),
+  method: z.enum(['device_authorization', 'ciba']).describe('ciba: sent to me, and in my inbox'),
+  binding_message: z.string().optional().describe('ciba: what the agent says it shows; compare before approving'),
+  expires_at: isoTime,
+  registration: z.boolean(),
+  agent: z.object({ agent_id: z.string(), name: z.string(), mode, status: agentStatus, reason: z.string().optional() }),
+  host: z.object({ host_id: z.string(), name: z.string().optional(), linked: z.boolean().describe('false: approving links the host to me') }),
+  capabilities: z.array(z.object({
+    grant_id: z.string(),
+    capability: z.string(),
+    description: z.string(),
+    approval_strength: z.enum(['sign_in', 'presence']).describe('presence: only on the approval page, with a passkey'),
+    constraints: jsonObject.optional(),
+    reason: z.string().optional(),
   })),
 });
+const personApprovalsSchema = z.object({ next_cursor: nextCursor, approvals: z.array(personApprovalSchema) });
+const personInboxSchema = z.object({ approvals: z.array(personApprovalSchema).describe('CIBA approvals sent to me, latest deadline first') });
 const personGrantSchema = z.object({ agent_id: z.string(), grant: grantViewSchema });
 const hostUnlinkedSchema = hostRevokedSchema.extend({ linked: z.boolean() });
 const personPasskeysSchema = z.object({
@@ -349,6 +350,7 @@ export const RESPONSE_SCHEMAS = {
   PersonHosts: personHostsSchema,
   PersonAgents: personAgentsSchema,
   PersonApprovals: personApprovalsSchema,
+  PersonInbox: personInboxSchema,
   PersonGrant: personGrantSchema,
   HostUnlinked: hostUnlinkedSchema,
   PersonPasskeys: personPasskeysSchema,

@@ -3,6 +3,7 @@
 // JWT verification, Redis call or policy decision.
 import { z } from 'zod';
 import { batchCallId, firstDuplicateId, MAX_BATCH_CALLS, MAX_BATCH_ID_LENGTH } from '../domain/batch.ts';
+import { bindingMessageProblem } from '../domain/approval-method.ts';
 import { jsonText } from '../domain/consent-text.ts';
 import { uncarriedJsonValue } from '../domain/json-values.ts';
 
@@ -39,11 +40,19 @@ const capabilityRequestSchema = z.union([
   z.object({ name: capabilityName, constraints: constraintsSchema.optional() }),
 ]);
 
-const approvalHints = {
-  reason: z.string().max(1000).optional(),
+/** How the caller would have its person asked (protocol §10); hints only, the server chooses (services/approvals/ciba.ts). */
+const methodHints = {
   preferred_method: z.string().max(64).optional(),
   login_hint: z.string().max(256).optional(),
-  binding_message: z.string().max(500).optional(),
+  binding_message: z.string().superRefine((message, ctx) => {
+    const problem = bindingMessageProblem(message);
+    if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+  }).optional().describe('shown to the person a CIBA approval goes to, as text: one line, at most 500 characters'),
+};
+
+const approvalHints = {
+  reason: z.string().max(1000).optional(),
+  ...methodHints,
 };
 
 export const registerBodySchema = z.object({
@@ -102,6 +111,9 @@ export const batchExecuteBodySchema = z.strictObject({
 });
 
 export const agentIdBodySchema = z.object({ agent_id: id });
+
+/** `POST /agent/reactivate`: the agent, and how its person should be asked when the reactivation needs them. */
+export const reactivateBodySchema = z.object({ agent_id: id, ...methodHints });
 
 export const rotateAgentKeyBodySchema = z.object({ agent_id: id, public_key: plainObject });
 

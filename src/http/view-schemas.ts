@@ -12,14 +12,24 @@ export const agentStatus = z.enum(AGENT_STATUSES);
 export const hostStatus = z.enum(HOST_STATUSES);
 export const mode = z.enum(MODES);
 
-export const approvalViewSchema = z.object({
+export const deviceApprovalViewSchema = z.object({
   method: z.literal('device_authorization'),
   verification_uri: z.url().describe('where the person approves'),
   verification_uri_complete: z.url().describe('the same, with the user code filled in'),
   user_code: z.string(),
   expires_in: seconds('how long the code is good for'),
   interval: seconds('the least time between two polls of GET /agent/status'),
-}).describe('Protocol §10: how a person approves (RFC 8628 device authorization)');
+}).describe('Protocol §10: RFC 8628 device authorization');
+
+const cibaApprovalViewSchema = z.object({
+  method: z.literal('ciba'),
+  binding_message: z.string().optional().describe('as the caller sent it: the person is shown it, to compare with what the agent shows'),
+  expires_in: seconds('how long the person has to decide'),
+  interval: seconds('the least time between two polls of GET /agent/status'),
+}).describe('Protocol §10: CIBA; the person is told and decides in their inbox');
+
+export const approvalViewSchema = z.discriminatedUnion('method', [deviceApprovalViewSchema, cibaApprovalViewSchema])
+  .describe('Protocol §10: how a person approves');
 
 const grantIdentity = { id: z.string(), capability: z.string() };
 const activeGrantViewSchema = z.object({
@@ -78,6 +88,7 @@ export const waitingAgentViewSchema = z.object({
 }).describe('An agent waiting for a person (GET /admin/approvals)');
 
 export type ApprovalView = z.infer<typeof approvalViewSchema>;
+export type DeviceApprovalView = z.infer<typeof deviceApprovalViewSchema>;
 export type ActiveGrantView = z.infer<typeof activeGrantViewSchema>;
 export type PendingGrantView = z.infer<typeof pendingGrantViewSchema>;
 export type ClosedGrantView = z.infer<typeof closedGrantViewSchema>;

@@ -8,7 +8,7 @@ import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../
 import type { Catalog } from '../catalog/catalog.ts';
 import type { UserCodes } from '../services/approvals/user-codes.ts';
 import type { WaitingAgent } from '../domain/waiting.ts';
-import type { ActiveGrantView, AgentView, ApprovalView, ClosedGrantView, GrantView, HostView, PendingGrantView, WaitingAgentView } from './view-schemas.ts';
+import type { ActiveGrantView, AgentView, ApprovalView, DeviceApprovalView, ClosedGrantView, GrantView, HostView, PendingGrantView, WaitingAgentView } from './view-schemas.ts';
 
 function iso(ms: number): string;
 function iso(ms: number | undefined | null): string | undefined;
@@ -38,8 +38,21 @@ export function grantView(grant: GrantRecord, catalog: Catalog): GrantView {
   return definedOnly<ClosedGrantView>({ ...base, status: grant.status, reason: grant.reason, denied_by: grant.deniedBy });
 }
 
-/** Protocol §10: the device-authorization approval object (the code is derived from the approval id). */
+/**
+ * Protocol §10: the approval object. Device authorization shows the code (derived from the
+ * approval id); CIBA shows no code and no link, only what the person will be shown to compare.
+ * Whether a CIBA approval found its person is not said: the object is the same either way.
+ */
 export function approvalView(approval: ApprovalRecord, ctx: ViewContext): ApprovalView {
+  const expiresIn = Math.max(0, Math.ceil((approval.expiresAtMs - ctx.nowMs) / 1000));
+  if (approval.method === 'ciba') {
+    return definedOnly<ApprovalView>({ method: 'ciba', binding_message: approval.bindingMessage, expires_in: expiresIn, interval: approval.intervalSeconds });
+  }
+  return deviceApprovalView(approval, ctx);
+}
+
+/** RFC 8628's fields of an approval: what a device approval shows, and what POST /agent/device/code answers. */
+export function deviceApprovalView(approval: ApprovalRecord, ctx: ViewContext): DeviceApprovalView {
   const verificationUri = `${ctx.config.issuer}/device`;
   const userCode = ctx.userCodes.codeFor(approval.id);
   return {
@@ -97,7 +110,8 @@ export function hostView(host: HostRecord): HostView {
  */
 export function waitingAgentView(item: WaitingAgent, ctx: ViewContext): WaitingAgentView {
   const { agent } = item.snapshot;
-  const open = item.openApproval ? approvalView(item.openApproval, ctx) : undefined;
+  // The admin sees a code only for a device approval: a CIBA one's code is never shown to anyone.
+  const open = item.openApproval && item.openApproval.method !== 'ciba' ? deviceApprovalView(item.openApproval, ctx) : undefined;
   return definedOnly<WaitingAgentView>({
     agent_id: agent.id,
     host_id: agent.hostId,

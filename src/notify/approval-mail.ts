@@ -21,6 +21,8 @@
 // may hold, because mail is stored and forwarded in clear in many places. The person signs in to
 // act on the item; the link only saves them finding it.
 
+import { MAX_BINDING_MESSAGE_CHARS } from '../domain/approval-method.ts';
+
 export interface ApprovalMail {
   /** One address, the person's. */
   to: string;
@@ -46,8 +48,8 @@ export interface ComposedMail {
 
 /** Longest agent or host name shown; the rest is cut with an ellipsis. */
 export const MAX_NAME_CHARS = 100;
-/** Longest binding message shown. */
-export const MAX_BINDING_MESSAGE_CHARS = 500;
+/** Longest binding message shown: the longest the API accepts (domain/approval-method.ts). */
+export { MAX_BINDING_MESSAGE_CHARS };
 /** Longest capability name shown. */
 export const MAX_CAPABILITY_CHARS = 100;
 /** Capabilities listed at most; the mail says how many more there are. */

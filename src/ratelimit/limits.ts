@@ -12,7 +12,7 @@ import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 import type { CounterCount, CounterSpend } from '../store/store.ts';
 
-export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession'] as const;
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession', 'cibaPerson', 'cibaHost'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 /** Wrong user codes one session may enter per window before it must wait. */
@@ -36,6 +36,9 @@ function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     // Wrong codes one signed-in session may try (a right one gives its point back): spent before
     // the lookup, atomically in the store, so parallel guesses cannot all pass one check.
     userCodeSession: { points: USER_CODE_SESSION_ATTEMPTS, durationSeconds: USER_CODE_SESSION_WINDOW_SECONDS },
+    // CIBA Core §14: requests that would tell one person, and that one host sends (services/approvals/ciba.ts).
+    cibaPerson: { points: config.RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR, durationSeconds: 3600 },
+    cibaHost: { points: config.RATE_LIMIT_CIBA_PER_HOST_PER_HOUR, durationSeconds: 3600 },
   };
 }
 

@@ -10,18 +10,20 @@ import { activationClocks, agentRefusal, effectiveStatus, lifetimeSettings, stat
 import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError, isApiError } from '../errors.ts';
+import type { ApprovalHints } from '../domain/approval-method.ts';
+import { approvalRouteFor, type ApprovalRoute } from './approvals/ciba.ts';
 import { indexOpenApproval, newApproval, withoutGrants } from './approvals/open.ts';
 import type { ServiceDepsOver } from './deps.ts';
 import { forgetCachedKeyEverywhere } from './key-invalidation.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { confirmWithdrawal } from './durability.ts';
 import { transitionAgent } from './transitions.ts';
-import type { AgentRecords, HostRecords, PendingIndex, ReplayRecords, StoreBackend } from '../store/store.ts';
+import type { AgentRecords, HostRecords, PendingIndex, PersonRecords, ReplayRecords, StoreBackend } from '../store/store.ts';
 
 /** What operations on one agent may touch of the store: the roles below, no others. */
 /** What ending an agent (and freeing its host's pending slot) touches; every door's revocation shares it. */
 type WithdrawalDeps = ServiceDepsOver<AgentRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
-type AgentDeps = ServiceDepsOver<AgentRecords & HostRecords & ReplayRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
+type AgentDeps = ServiceDepsOver<AgentRecords & HostRecords & ReplayRecords & PendingIndex & Pick<PersonRecords, 'findPersonByHint' | 'addToInbox' | 'getPersonEmail'> & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
 
 /** The agent named by a host request, which must belong to that host (403 unauthorized). */
 async function ownedAgent(deps: AgentDeps, verified: VerifiedHost, agentId: string): Promise<AgentSnapshot> {
@@ -85,17 +87,19 @@ export async function newDeviceCode(deps: AgentDeps, token: string | null, agent
     const nowMs = deps.clock.nowMs();
     return { set: { approval: newApproval(pendingIds, nowMs, deps.config), updatedAtMs: nowMs } };
   });
-  await indexOpenApproval(deps, snapshot);
+  // A code was asked for: the new approval is a device authorization, whatever the last one was.
+  await indexOpenApproval(deps, snapshot, verified.host ?? { id: snapshot.agent.hostId }, true);
   deps.audit.record({ type: 'approval.renewed', actor: 'host', agent_id: agentId, host_id: snapshot.agent.hostId, approval_id: snapshot.agent.approval!.id });
   return { snapshot, approval: snapshot.agent.approval! };
 }
 
 // Protocol §4.6: only an expired agent is reactivated; an active one is returned unchanged; an
 // elapsed absolute lifetime revokes; grants are reset to the host's current defaults.
-export async function reactivateAgent(deps: AgentDeps, token: string | null, agentId: string): Promise<AgentSnapshot> {
+export async function reactivateAgent(deps: AgentDeps, token: string | null, agentId: string, hints: ApprovalHints = {}): Promise<AgentSnapshot> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
-  await ownedAgent(deps, verified, agentId);
+  const owned = await ownedAgent(deps, verified, agentId);
   const host = verified.host!;
+  const route = await approvalRouteFor(deps, host, owned.agent.mode, hints);
   let absoluteElapsed = false;
   let change: ReturnType<typeof reactivationChange> | ReturnType<typeof revokeChange> | null = null;
   const result = await transitionAgent(deps.store, agentId, (snapshot) => {
@@ -110,7 +114,7 @@ export async function reactivateAgent(deps: AgentDeps, token: string | null, age
       return change;
     }
     if (effective.status !== 'expired') throw statusRefusal(effective)!;
-    change = reactivationChange(deps, host, snapshot, nowMs);
+    change = reactivationChange(deps, host, snapshot, nowMs, route);
     return change;
   });
   const made = change as ReturnType<typeof reactivationChange> | ReturnType<typeof revokeChange> | null;
@@ -126,11 +130,11 @@ export async function reactivateAgent(deps: AgentDeps, token: string | null, age
       pending: made.replaceGrants.filter((g) => g.status === 'pending').map((g) => g.capability),
     });
   }
-  await indexOpenApproval(deps, result);
+  await indexOpenApproval(deps, result, host, made !== null && 'replaceGrants' in made);
   return result;
 }
 
-function reactivationChange(deps: AgentDeps, host: HostRecord, snapshot: AgentSnapshot, nowMs: number) {
+function reactivationChange(deps: AgentDeps, host: HostRecord, snapshot: AgentSnapshot, nowMs: number, route: ApprovalRoute) {
   const { agent, grants } = snapshot;
   const defaults = host.defaultCapabilities.filter((name) => deps.catalog.has(name)).map((name) => ({ name }));
   const fresh = decideNewGrants(deps, {
@@ -149,7 +153,7 @@ function reactivationChange(deps: AgentDeps, host: HostRecord, snapshot: AgentSn
       activatedAtMs: clocks.activatedAtMs,
       maxLifetimeExpiresAtMs: clocks.maxLifetimeExpiresAtMs,
       updatedAtMs: nowMs,
-      approval: needsApproval ? newApproval(pendingIds, nowMs, deps.config) : null,
+      approval: needsApproval ? newApproval(pendingIds, nowMs, deps.config, route) : null,
     },
     replaceGrants: [...fresh, ...history],
     sessionExpiresAtMs: clocks.sessionExpiresAtMs,
@@ -272,7 +276,7 @@ const isOpen = (approval: ApprovalRecord | undefined, nowMs: number): approval i
 
 // Protocol §4.4: new grants (active or pending + approval); 409 when all are already granted.
 export async function requestCapabilities(
-  deps: AgentDeps, token: string | null, requested: RequestedCapability[], reason: string | undefined,
+  deps: AgentDeps, token: string | null, requested: RequestedCapability[], reason: string | undefined, hints: ApprovalHints = {},
 ): Promise<CapabilityRequestResult> {
   const verified = await deps.agentAuth.verify(token, { audiences: [deps.config.issuer], consumeJti: true });
   // Recorded once the agent is known, whatever the answer: the request is an attempt to gain authority.
@@ -282,7 +286,7 @@ export async function requestCapabilities(
     capabilities: dedupeRequests(requested).map((r) => r.name),
   } as const;
   try {
-    const result = await decideCapabilityRequest(deps, verified, requested, reason);
+    const result = await decideCapabilityRequest(deps, verified, requested, reason, hints);
     const granted = result.grants.filter((g) => g.status === 'active').map((g) => g.capability);
     const pending = result.grants.filter((g) => g.status === 'pending').map((g) => g.capability);
     deps.audit.record({ ...event, outcome: pending.length > 0 ? 'pending' : 'granted', granted, pending });
@@ -294,7 +298,7 @@ export async function requestCapabilities(
 }
 
 async function decideCapabilityRequest(
-  deps: AgentDeps, verified: VerifiedAgent, requested: RequestedCapability[], reason: string | undefined,
+  deps: AgentDeps, verified: VerifiedAgent, requested: RequestedCapability[], reason: string | undefined, hints: ApprovalHints,
 ): Promise<CapabilityRequestResult> {
   const { config, clock, store } = deps;
   const refusal = agentRefusal(verified.snapshot.agent, verified.snapshot.sessionExpiresAtMs, clock.nowMs());
@@ -306,7 +310,9 @@ async function decideCapabilityRequest(
   // Every proposal is checked, including ones an existing grant already covers: an unknown
   // operator is an error even when the answer would otherwise be already_granted.
   validateRequests(deps, requests);
+  const route = await approvalRouteFor(deps, host, verified.snapshot.agent.mode, hints);
   let answer: GrantRecord[] = [];
+  let opened = false;
   const snapshot = await transitionAgent(store, verified.snapshot.agent.id, (current) => {
     const nowMs = clock.nowMs();
     // The agent may have been revoked (or expired) since it authenticated: decided again on the
@@ -331,14 +337,15 @@ async function decideCapabilityRequest(
     // A request that adds pending grants, or waits on grants whose approval lapsed, gets a new
     // approval with a new code for every pending grant; an open approval is never extended.
     const renew = fresh.some((g) => g.status === 'pending') || (answerPending.length > 0 && !covered);
+    opened = renew;
     if (fresh.length === 0 && !renew) return null;
     const allPending = [...current.grants, ...fresh].filter((g) => g.status === 'pending').map((g) => g.id);
     return {
       replaceGrants: pruneHistory([...current.grants, ...fresh]),
-      set: { updatedAtMs: nowMs, ...(renew ? { approval: newApproval(allPending, nowMs, config) } : {}) },
+      set: { updatedAtMs: nowMs, ...(renew ? { approval: newApproval(allPending, nowMs, config, route) } : {}) },
     };
   });
-  await indexOpenApproval(deps, snapshot);
+  await indexOpenApproval(deps, snapshot, host, opened);
   return { snapshot, grants: answer };
 }
 

@@ -26,6 +26,7 @@ export interface PolicyRollout {
   disagreements: ShadowDisagreements;
 }
 import type { UserCodes } from './approvals/user-codes.ts';
+import type { ApprovalNotifier } from '../notify/approval-notifier.ts';
 
 export interface ServiceDeps {
   config: Config;
@@ -36,6 +37,8 @@ export interface ServiceDeps {
   operators: OperatorRegistry;
   /** Derives, matches and indexes RFC 8628 user codes. */
   userCodes: UserCodes;
+  /** Tells people that a CIBA approval waits for them; absent when no channel is configured (then CIBA is not offered). */
+  notifier?: ApprovalNotifier | undefined;
   /** Where plugin operators run at execute: worker threads with a time budget. */
   pluginSandbox: PluginSandbox;
   hostAuth: HostAuthenticator;

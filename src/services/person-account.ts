@@ -14,11 +14,12 @@ import { agentRefusal } from '../domain/lifecycle.ts';
 import { checkLiveGrantLimits } from '../domain/limits.ts';
 import type { AgentSnapshot, Constraints, GrantRecord, HostRecord } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
 import type { PersonSession, SignedIn } from '../people/sessions.ts';
 import { revokeAgentById } from './agents.ts';
 import { approveAgent, denyAgent } from './approvals/decide.ts';
 import { withoutGrants } from './approvals/open.ts';
-import { approvalForPerson, decidesFor, type ApprovalForPerson } from './approvals/view.ts';
+import { approvalForPerson, decidesFor, sentTo, type ApprovalForPerson } from './approvals/view.ts';
 import type { PersonServiceDepsOver, ServiceDepsOver } from './deps.ts';
 import { confirmWithdrawal } from './durability.ts';
 import { decideNewGrants, validateRequests } from './grant-decisions.ts';
@@ -137,6 +138,19 @@ async function myAgent(deps: AccountDeps, personId: string, agentId: string): Pr
   return { host, snapshot };
 }
 
+/**
+ * After a sign-in: the person's id, and the address their provider verified (if any), now name them
+ * as a CIBA login_hint, and the address is where their notices go. A failure is logged, not
+ * answered: the sign-in itself succeeded, and the next one saves it again.
+ */
+export async function rememberPerson(deps: { store: Pick<PersonRecords, 'savePersonContact'>; logger: Pick<Logger, 'warn'> }, personId: string, verifiedEmail: string | undefined): Promise<void> {
+  try {
+    await deps.store.savePersonContact(personId, verifiedEmail);
+  } catch (err) {
+    deps.logger.warn('could not save how to reach a person who signed in; CIBA cannot name them until they sign in again', { personId, err });
+  }
+}
+
 // ---- approvals ----------------------------------------------------------------------------------
 
 /** One open approval of one of my agents: exactly what the approval page would show for its code. */
@@ -157,15 +171,44 @@ export async function myApprovals(deps: AccountDeps, personId: string, cursor: s
  * One of my open approvals, by its id, read without listing anything: an approval's user code is
  * derived from its id, and the code's lookup index names the agent (services/approvals/user-codes.ts).
  */
-async function myOpenApproval(deps: AccountDeps, personId: string, approvalId: string): Promise<MyApproval> {
+export async function myOpenApproval(deps: AccountDeps, personId: string, approvalId: string): Promise<MyApproval> {
   const agentId = await deps.store.findAgentIdByUserCode(deps.userCodes.lookupKey(deps.userCodes.codeFor(approvalId))!);
   if (agentId === null) throw noSuchApproval();
-  const { host, snapshot } = await myAgent(deps, personId, agentId).catch(() => {
-    throw noSuchApproval();
-  });
-  const approval = decidesFor(personId, host, snapshot.agent) ? approvalForPerson(deps.catalog, host, snapshot, deps.clock.nowMs()) : null;
+  // Mine: an agent of one of my hosts, or one whose CIBA approval was sent to me (its host may be
+  // linked to nobody yet: approving links it to me, as the approval page does).
+  const snapshot = await deps.store.getAgent(agentId);
+  const found = snapshot && sentTo(personId, snapshot.agent)
+    ? { snapshot, host: await deps.store.getHost(snapshot.agent.hostId) }
+    : await myAgent(deps, personId, agentId).catch(() => null);
+  if (!found?.host) throw noSuchApproval();
+  const { host } = found;
+  const approval = decidesFor(personId, host, found.snapshot.agent) ? approvalForPerson(deps.catalog, host, found.snapshot, deps.clock.nowMs()) : null;
   if (approval === null || approval.approvalId !== approvalId) throw noSuchApproval();
   return approval;
+}
+
+/** Inbox items read at most per call; the inbox keeps INBOX_MAX_ITEMS, latest deadline first. */
+export const MAX_INBOX_ITEMS_LISTED = 100;
+
+/**
+ * My inbox: the open CIBA approvals sent to me, latest deadline first, at most MAX_INBOX_ITEMS_LISTED.
+ * An item decided, replaced or withdrawn since it was put there is left out (the inbox is an index;
+ * the agent's record is the truth).
+ */
+export async function myInbox(deps: AccountDeps, personId: string): Promise<MyApproval[]> {
+  const nowMs = deps.clock.nowMs();
+  const ids = await deps.store.listInbox(personId, nowMs, MAX_INBOX_ITEMS_LISTED);
+  const items: MyApproval[] = [];
+  for (let start = 0; start < ids.length; start += READ_CONCURRENCY) {
+    const snapshots = await Promise.all(ids.slice(start, start + READ_CONCURRENCY).map((id) => deps.store.getAgent(id)));
+    for (const snapshot of snapshots) {
+      if (!snapshot || !sentTo(personId, snapshot.agent)) continue;
+      const host = await deps.store.getHost(snapshot.agent.hostId);
+      const approval = host && decidesFor(personId, host, snapshot.agent) ? approvalForPerson(deps.catalog, host, snapshot, nowMs) : null;
+      if (approval) items.push(approval);
+    }
+  }
+  return items;
 }
 
 interface MyDecision {

@@ -6,7 +6,9 @@ import { checkLiveGrantLimits } from '../domain/limits.ts';
 import { dynamicHostStatus, registrationNeedsApproval } from '../domain/registration.ts';
 import type { AgentSnapshot, HostRecord, Mode, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
-import { indexOpenApproval, newApproval } from './approvals/open.ts';
+import type { ApprovalHints } from '../domain/approval-method.ts';
+import { approvalRouteFor, type ApprovalRoute } from './approvals/ciba.ts';
+import { indexOpenApproval, newApproval, routeOf } from './approvals/open.ts';
 import type { ServiceDepsOver } from './deps.ts';
 import { decideNewGrants, dedupeRequests, validateRequests, type RequestedCapability } from './grant-decisions.ts';
 import { newAgentId, newHostId } from './ids.ts';
@@ -22,6 +24,8 @@ interface RegisterRequest {
   mode: string;
   capabilities: RequestedCapability[];
   reason?: string | undefined;
+  /** preferred_method, login_hint and binding_message: how the caller would have its person asked. */
+  hints?: ApprovalHints | undefined;
   /** The caller's address: registrations from unknown hosts have a strict per-address budget. */
   clientIp: string;
 }
@@ -51,6 +55,7 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
   validateRequests(deps, requests);
   checkLiveGrantLimits([], requests.map((r) => ({ capability: r.name })));
   let host = verified.host ?? (await createDynamicHost(deps, verified.thumbprint, verified.presentedJwk!, mode, request.hostName, clock.nowMs()));
+  const route = await approvalRouteFor(deps, host, mode, request.hints ?? {});
   for (let attempt = 1; ; attempt++) {
     const refusal = hostRefusal(host.status, true);
     if (refusal) throw refusal;
@@ -58,9 +63,9 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
       throw new ApiError('unsupported_mode', 'autonomous agents cannot be registered under a host linked to a user');
     }
     const existingId = await store.findAgentIdByKey(host.id, keyThumbprint);
-    if (existingId) return retryExisting(deps, existingId, clock.nowMs());
+    if (existingId) return retryExisting(deps, existingId, host, clock.nowMs());
     const nowMs = clock.nowMs();
-    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs });
+    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs, route });
     // A host nobody vouched for (anyone can make one) gets a small quota until a person links it.
     const maxAgents = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
     const created = await store.createAgent(snapshot, {
@@ -78,11 +83,11 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
         granted: grants.filter((g) => g.status === 'active').map((g) => g.capability),
         pending: grants.filter((g) => g.status === 'pending').map((g) => g.capability),
       });
-      await indexOpenApproval(deps, created.snapshot);
+      await indexOpenApproval(deps, created.snapshot, host, true);
       if (created.snapshot.agent.status === 'pending') await store.trackPending('agent', snapshot.agent.id, nowMs);
       return created.snapshot;
     }
-    if (created.reason === 'exists') return retryExisting(deps, created.existingAgentId, nowMs);
+    if (created.reason === 'exists') return retryExisting(deps, created.existingAgentId, host, nowMs);
     if (created.reason === 'too_many_agents') {
       throw new ApiError('limit_exceeded', `this host holds the most agents it may (${maxAgents}${host.userId === undefined ? ' until a person links it' : ''})`);
     }
@@ -106,6 +111,7 @@ interface NewAgent {
   requests: RequestedCapability[];
   request: RegisterRequest;
   nowMs: number;
+  route: ApprovalRoute;
 }
 
 /** The new agent and its policy-decided grants, as they will be stored. */
@@ -138,7 +144,7 @@ function newAgentSnapshot(deps: RegistrationDeps, a: NewAgent): AgentSnapshot {
       ...(pending ? {} : { activatedAtMs: clocks.activatedAtMs }),
       absoluteExpiresAtMs: a.nowMs + lifetimes.absoluteLifetimeMs,
       maxLifetimeExpiresAtMs: clocks.maxLifetimeExpiresAtMs,
-      ...(pending ? { approval: newApproval(grants.filter((g) => g.status === 'pending').map((g) => g.id), a.nowMs, config) } : {}),
+      ...(pending ? { approval: newApproval(grants.filter((g) => g.status === 'pending').map((g) => g.id), a.nowMs, config, a.route) } : {}),
     },
     grants,
     sessionExpiresAtMs: pending ? null : clocks.sessionExpiresAtMs,
@@ -182,7 +188,7 @@ async function createDynamicHost(
  * approval if the old one lapsed (idempotent retry); any other state is 409 agent_exists, including
  * expired (docs/stances.md: the client should reactivate).
  */
-async function retryExisting(deps: RegistrationDeps, agentId: string, nowMs: number): Promise<AgentSnapshot> {
+async function retryExisting(deps: RegistrationDeps, agentId: string, host: HostRecord, nowMs: number): Promise<AgentSnapshot> {
   let renewed = false;
   const snapshot = await transitionAgent(deps.store, agentId, ({ agent }) => {
     if (agent.status !== 'pending') {
@@ -191,8 +197,10 @@ async function retryExisting(deps: RegistrationDeps, agentId: string, nowMs: num
     renewed = false;
     if (agent.approval && agent.approval.expiresAtMs > nowMs) return null;
     renewed = true;
-    return { set: { approval: newApproval(agent.approval?.grantIds ?? [], nowMs, deps.config), updatedAtMs: nowMs } };
+    // The renewed approval asks the way the lapsed one did; a CIBA one is back in its person's
+    // inbox, without a second notice (docs/stances.md).
+    return { set: { approval: newApproval(agent.approval?.grantIds ?? [], nowMs, deps.config, routeOf(agent.approval)), updatedAtMs: nowMs } };
   });
-  if (renewed) await indexOpenApproval(deps, snapshot);
+  if (renewed) await indexOpenApproval(deps, snapshot, host, false);
   return snapshot;
 }

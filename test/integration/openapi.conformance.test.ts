@@ -161,6 +161,7 @@ describe('real answers conform to the OpenAPI document', () => {
     await mine('POST', '/people/me/passkeys/{passkeyId}/remove', removePath, { assertion: kept.assert(challenged.json.assertion_options, server.baseUrl) });
     expect((await admin('POST', '/admin/passkeys/remove', '/admin/passkeys/remove', { user_id: person.id })).json).toEqual({ user_id: person.id, passkeys_removed: 1 });
     await mine('GET', '/people/me/agents', '/people/me/agents');
+    await mine('GET', '/people/me/inbox', '/people/me/inbox');
     const approvals = await mine('GET', '/people/me/approvals', '/people/me/approvals');
     const approvalId = approvals.json.approvals[0].approval_id as string;
     await mine('POST', '/people/me/approvals/{approvalId}', `/people/me/approvals/${approvalId}`, { verdict: 'deny' });

@@ -10,6 +10,9 @@ import { startTestServer, type TestServer } from '../support/server.ts';
 const NOT_IN_THE_API: Record<string, string> = {
   'GET /device': 'the approval page (HTML): verification_uri',
   'POST /device/decision': "the approval page's form",
+  'GET /inbox': "the person's inbox of CIBA requests (HTML)",
+  'GET /inbox/{approvalId}': 'one inbox item: the approval page of a CIBA request (HTML), where a notice links',
+  'POST /inbox/decision': "an inbox item's form",
   'GET /passkeys/new': 'the page that adds a passkey (HTML)',
   'POST /passkeys': "that page's form",
   'GET /signin': 'the sign-in page (HTML)',

@@ -1,7 +1,8 @@
 // The people-facing pages (protocol §10, DESIGN §8), assembled: their security headers, their static
 // files (a stylesheet and the pages' only scripts, the two files of the WebAuthn ceremonies; no
 // script is inline), and one router each for sign-in (sign-in.ts), the approval page (approval.ts),
-// adding a passkey (passkeys.ts) and the account page (account.ts). Their templates are in pages/.
+// the inbox of CIBA requests (inbox.ts), adding a passkey (passkeys.ts) and the account page
+// (account.ts). Their templates are in pages/.
 // Nothing in the protocol path uses these.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -11,6 +12,7 @@ import type { OidcSignIn } from '../../people/sign-in/oidc.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { accountPagesRouter } from './account.ts';
 import { approvalPagesRouter } from './approval.ts';
+import { inboxPagesRouter } from './inbox.ts';
 import { STYLESHEET } from './pages/device-pages.ts';
 import { passkeyPagesRouter } from './passkeys.ts';
 import { pageSecurityHeaders, pageWrapper, PAGE_PATHS } from './session.ts';
@@ -50,6 +52,7 @@ export function devicePagesRouter(deps: DevicePageDeps): Router {
   router.use(passkeyPagesRouter(deps, page));
   router.use(accountPagesRouter(deps, page));
   router.use(approvalPagesRouter(deps, page));
+  router.use(inboxPagesRouter(deps, page));
 
   return router;
 }

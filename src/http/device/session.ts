@@ -17,7 +17,7 @@ import { SafeHtml } from './pages/html.ts';
 const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /** The paths the pages live under (the people's API sets its own headers). */
-export const PAGE_PATHS = ['/device', '/signin', '/signout', '/passkeys', '/account', '/static', '/favicon.ico'];
+export const PAGE_PATHS = ['/device', '/inbox', '/signin', '/signout', '/passkeys', '/account', '/static', '/favicon.ico'];
 
 /** Headers of every page: strict CSP, no framing, no sniffing, no referrer, never cached. */
 export function pageSecurityHeaders(): RequestHandler {

@@ -18,10 +18,13 @@ import { pendingSignInSchema, type OidcSignIn } from '../../people/sign-in/oidc.
 import { sameSecret, type PersonSessions } from '../../people/sessions.ts';
 import type { Clock } from '../../common/clock.ts';
 import type { Config } from '../../config.ts';
+import { rememberPerson } from '../../services/person-account.ts';
+import type { PersonRecords } from '../../store/store.ts';
 import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './session.ts';
 import { signInPage } from './pages/device-pages.ts';
 
 interface SignInDeps {
+  store: Pick<PersonRecords, 'savePersonContact'>;
   config: Config;
   logger: Logger;
   clock: Clock;
@@ -102,6 +105,8 @@ export function signInRouter(deps: SignInDeps, page: PageWrapper): Router {
       personId: person.personId, name: person.name, email: person.email, signedInAtMs: person.authTimeMs, ...(entered ? { freshLoginAtMs: person.authTimeMs } : {}),
     });
     page.replaceSession(res, signedIn);
+    // A CIBA login_hint can now name this person, and a notice reach their verified address.
+    await rememberPerson(deps, person.personId, person.emailVerified ? person.email : undefined);
     return redirectTo(safeReturnTo(pending.returnTo));
   }));
 
@@ -115,6 +120,8 @@ export function signInRouter(deps: SignInDeps, page: PageWrapper): Router {
     clearPreSignIn(res);
     const signedIn = await sessions.signIn(session, person);
     page.replaceSession(res, signedIn);
+    // Named by their person id only: a development sign-in vouches for no address.
+    await rememberPerson(deps, person.personId, undefined);
     return redirectTo(safeReturnTo(body.return_to));
   }));
 

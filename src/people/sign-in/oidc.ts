@@ -41,6 +41,8 @@ interface SignedInPerson {
   issuer: string;
   name?: string;
   email?: string;
+  /** The provider said the address is the person's (`email_verified: true`): only then does a login_hint name them. */
+  emailVerified?: true;
   authTimeMs: number;
 }
 
@@ -199,7 +201,7 @@ function sameString(a: string, b: string): boolean {
  * default), so the UserInfo endpoint is asked when either is missing; openid-client checks that
  * its answer is about the same subject, and the configured timeout bounds the call.
  */
-async function readProfile(config: client.Configuration, accessToken: string, claims: client.IDToken): Promise<{ name?: string; email?: string }> {
+async function readProfile(config: client.Configuration, accessToken: string, claims: client.IDToken): Promise<{ name?: string; email?: string; emailVerified?: true }> {
   let source: Record<string, unknown> = claims;
   const incomplete = typeof claims.name !== 'string' || typeof claims.email !== 'string';
   if (incomplete && config.serverMetadata().userinfo_endpoint !== undefined) {
@@ -209,10 +211,11 @@ async function readProfile(config: client.Configuration, accessToken: string, cl
       throw classifyProviderError(err);
     }
   }
-  const profile: { name?: string; email?: string } = {};
+  const profile: { name?: string; email?: string; emailVerified?: true } = {};
   if (typeof source.name === 'string') profile.name = source.name;
   // An address the provider itself says is unverified is left out, so nothing downstream shows or
   // mails an address the person may not own.
   if (typeof source.email === 'string' && source.email_verified !== false) profile.email = source.email;
+  if (profile.email !== undefined && source.email_verified === true) profile.emailVerified = true;
   return profile;
 }

@@ -90,6 +90,8 @@ export interface PageDecision {
   capabilities: string[];
   /** The WebAuthn assertion (JSON) that proves presence, when an approved capability needs it. */
   webauthnResponse?: string | undefined;
+  /** Which page the person decided on, for the audit trail: the code's page (default) or their inbox. */
+  via?: 'approval_page' | 'inbox' | undefined;
 }
 
 /** What a person's decision on the page did, said back in full. */
@@ -122,7 +124,7 @@ export async function decideAsPerson(deps: PersonDecisionDeps, session: PersonSe
   if (shown === null && decision.verdict === 'approve' && (await awaitsHostLink(deps, snapshot, host, person.personId))) {
     // This person's approval was written but the store failed before its host was linked: sending
     // the form again finishes it (approvals/decide.ts approveAgent).
-    const after = await approveAgent(deps, decision.agentId, { userId: person.personId, by: { actor: 'person', via: 'approval_page' } });
+    const after = await approveAgent(deps, decision.agentId, { userId: person.personId, by: { actor: 'person', via: decision.via ?? 'approval_page' } });
     return { snapshot: after, approved: after.grants.filter((g) => g.status === 'active'), notApproved: [] };
   }
   if (shown === null || shown.approvalId !== decision.approvalId) throw alreadyDecided(shown !== null);
@@ -135,7 +137,7 @@ export async function decideAsPerson(deps: PersonDecisionDeps, session: PersonSe
       await verifyPresence(deps, session, decision.approvalId, decision.webauthnResponse);
     }
   }
-  const asPerson = { userId: person.personId, approvalId: decision.approvalId, by: { actor: 'person', via: 'approval_page' } as const };
+  const asPerson = { userId: person.personId, approvalId: decision.approvalId, by: { actor: 'person', via: decision.via ?? 'approval_page' } as const };
   let after: AgentSnapshot;
   try {
     after = decision.verdict === 'approve'

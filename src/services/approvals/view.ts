@@ -26,8 +26,15 @@ export interface RequestedGrant {
 /** One open approval, as the page and the people's API show it. */
 export interface ApprovalForPerson {
   agent: Pick<AgentRecord, 'id' | 'name' | 'mode' | 'reason' | 'status'>;
-  host: Pick<HostRecord, 'id' | 'name'>;
+  host: Pick<HostRecord, 'id' | 'name'> & {
+    /** False when no person vouches for the host yet: approving links it to the approver. */
+    linked: boolean;
+  };
   approvalId: string;
+  /** How the person was asked: by a code they typed, or told (CIBA) and deciding in their inbox. */
+  method: 'device_authorization' | 'ciba';
+  /** CIBA: what the agent says it shows, for the person to compare (the agent's words, shown as text). */
+  bindingMessage: string | undefined;
   expiresAtMs: number;
   /** True when the agent itself waits (a registration), not only some of its grants. */
   registration: boolean;
@@ -47,8 +54,10 @@ export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: 
   const decides = new Set(approval.grantIds);
   return {
     agent: { id: agent.id, name: agent.name, mode: agent.mode, reason: agent.reason, status: agent.status },
-    host: { id: host.id, name: host.name },
+    host: { id: host.id, name: host.name, linked: host.userId !== undefined },
     approvalId: approval.id,
+    method: approval.method ?? 'device_authorization',
+    bindingMessage: approval.bindingMessage,
     expiresAtMs: approval.expiresAtMs,
     registration: agent.status === 'pending',
     requested: grants
@@ -72,10 +81,18 @@ export function approvalForPerson(catalog: Catalog, host: HostRecord, snapshot: 
 /**
  * Whether a person may decide for this agent: a delegated agent acts for one person, so once its
  * host or the agent itself names a person, only that person decides (an administrator who linked
- * the host to someone else since has not handed that person the agents decided before).
+ * the host to someone else since has not handed that person the agents decided before). A CIBA
+ * approval was sent to one person, and only that person decides it: nobody else was told, and one
+ * sent to nobody (its login_hint named no one) is an administrator's to decide.
  */
-export function decidesFor(personId: string, host: Pick<HostRecord, 'userId'>, agent: Pick<AgentRecord, 'userId' | 'mode'>): boolean {
+export function decidesFor(personId: string, host: Pick<HostRecord, 'userId'>, agent: Pick<AgentRecord, 'userId' | 'mode' | 'approval'>): boolean {
+  if (agent.approval?.method === 'ciba' && agent.approval.personId !== personId) return false;
   return agent.mode === 'delegated' && (host.userId === undefined || host.userId === personId) && (agent.userId === undefined || agent.userId === personId);
+}
+
+/** Whether the agent's approval is a CIBA one sent to this person (it is then in their inbox). */
+export function sentTo(personId: string, agent: Pick<AgentRecord, 'approval'>): boolean {
+  return agent.approval?.method === 'ciba' && agent.approval.personId === personId;
 }
 
 /**

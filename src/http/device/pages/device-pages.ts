@@ -4,6 +4,7 @@
 // or imitates a known name. Constraints are shown in words and in full, exactly as execute enforces
 // them, with any name outside printable ASCII marked (domain/consent-text.ts). Plain words: a
 // person should know what they are about to allow, and that they should only go on if they started it.
+import { MAX_BINDING_MESSAGE_CHARS } from '../../../domain/approval-method.ts';
 import { claimWarnings, constraintLines, jsonText, outsidePrintableAscii, type PluginLookup } from '../../../domain/consent-text.ts';
 import type { Constraints } from '../../../domain/types.ts';
 import type { ApprovalForPerson, RequestedGrant } from '../../../services/approvals/view.ts';
@@ -24,6 +25,7 @@ export function layout(title: string, body: SafeHtml, signedInAs?: { name: strin
 </head>
 <body>
 <header><strong>agentgate</strong>${signedInAs ? html` <span class="who">signed in as ${displayText(signedInAs.name, 80)}</span>
+<a href="/inbox">Your requests</a>
 <a href="/account">Your agents</a>
 <form method="post" action="/signout" class="inline"><input type="hidden" name="csrf" value="${signedInAs.csrfToken}"><button type="submit" class="link">Sign out</button></form>` : ''}</header>
 <main>
@@ -67,8 +69,11 @@ export function dataBlock(id: 'presence-options' | 'passkey-registration-options
 /** What the approval page needs besides the approval itself. */
 interface ApprovalPageContext {
   csrfToken: string;
-  /** The code the person typed: the form carries it, so a refusal's page can link back here. */
-  userCode: string;
+  /**
+   * The code the person typed: the form carries it, so a refusal's page can link back here. Absent
+   * for an item of the person's inbox (CIBA), whose form goes to /inbox/decision.
+   */
+  userCode?: string | undefined;
   nowMs: number;
   presence: PresenceOnPage;
   /** Names an agent or host might imitate (the server's, the person's other hosts'). */
@@ -117,13 +122,15 @@ export function approvalPage(view: ApprovalForPerson, context: ApprovalPageConte
 <dt>Acts</dt><dd>${view.agent.mode === 'delegated' ? 'for you' : 'on its own'}</dd>
 ${view.agent.reason ? html`<dt>Says why</dt><dd class="quoted">${claim(view.agent.reason, LIMITS.reason, known)}</dd>` : ''}
 </dl>
+${bindingBlock(view.bindingMessage)}
+${view.host.linked ? '' : html`<p class="warning">This host is not linked to anyone yet. Approving links it to you: its agents will act for you.</p>`}
 ${presenceNote(presence)}
-<form method="post" action="/device/decision" id="decision-form">
+<form method="post" action="${context.userCode === undefined ? INBOX_DECISION_PATH : '/device/decision'}" id="decision-form">
 <input type="hidden" name="csrf" value="${context.csrfToken}">
 <input type="hidden" name="webauthn_response" id="presence-response" value="">
 <input type="hidden" name="agent_id" value="${view.agent.id}">
 <input type="hidden" name="approval_id" value="${view.approvalId}">
-<input type="hidden" name="user_code" value="${context.userCode}">
+${context.userCode === undefined ? '' : html`<input type="hidden" name="user_code" value="${context.userCode}">`}
 ${view.requested.length === 0
     ? html`<p>It asks only to be connected; it gets no capabilities until you grant them.</p>`
     : html`<fieldset><legend>It asks to</legend>
@@ -144,6 +151,43 @@ ${r.approvalStrength === 'presence' ? html`<p class="limits">${can ? 'Changes th
 <button type="submit" name="verdict" value="deny" class="secondary">Deny all</button>
 </div>
 </form>`;
+}
+
+/**
+ * A CIBA request's binding message, set apart so the person compares it with what their agent
+ * shows before anything else: the agent's words, shown as text (escaped, never a link; the API
+ * refused control and formatting characters when it was sent).
+ */
+function bindingBlock(bindingMessage: string | undefined): SafeHtml | string {
+  if (bindingMessage === undefined) return '';
+  return html`<div class="binding" id="binding-message"><p>Your agent should be showing you this message. <strong>Approve only if it shows exactly the same.</strong></p>
+<p class="binding-text">${displayText(bindingMessage, MAX_BINDING_MESSAGE_CHARS)}</p></div>`;
+}
+
+/** Where the inbox's approval form posts (http/device/inbox.ts). */
+export const INBOX_DECISION_PATH = '/inbox/decision';
+/** The person's inbox of CIBA requests. */
+export const INBOX_PATH = '/inbox';
+
+/**
+ * The person's inbox: the CIBA requests sent to them, latest deadline first, each with its binding
+ * message and a link to the item, where they decide. Everything the agent or host chose is shown as
+ * its claim.
+ */
+export function inboxPage(items: readonly ApprovalForPerson[], context: { nowMs: number; known: readonly string[] }): SafeHtml {
+  if (items.length === 0) {
+    return html`<h1>Your requests</h1><p>Nothing waits for you. When an agent asks you for permission, it appears here and you are told by the channels your administrator set up.</p>`;
+  }
+  return html`<h1>Your requests</h1>
+<p>Agents asked you for permission. Open one to see exactly what it asks for; nothing is approved until you say so there. <strong>Only approve what you started yourself.</strong></p>
+${items.map((item) => {
+    const minutesLeft = Math.max(1, Math.round((item.expiresAtMs - context.nowMs) / 60_000));
+    return html`<section class="item">
+<h3><a href="${INBOX_PATH}/${encodeURIComponent(item.approvalId)}">${displayText(item.agent.name, 80)}</a></h3>
+<p>Asks for ${item.requested.length === 0 ? 'a connection only' : item.requested.map((r, i) => html`${i > 0 ? ', ' : ''}<code>${r.capability}</code>`)}; expires in about ${minutesLeft} minute${minutesLeft === 1 ? '' : 's'}.</p>
+${item.bindingMessage === undefined ? '' : html`<p>Message: <span class="binding-text">${displayText(item.bindingMessage, MAX_BINDING_MESSAGE_CHARS)}</span></p>`}
+</section>`;
+  })}`;
 }
 
 function presenceNote(presence: PresenceOnPage): SafeHtml | string {
@@ -258,4 +302,5 @@ section.item{border:1px solid #ddd;border-radius:.4rem;padding:.5rem 1rem;margin
 section.item h3{margin:.25rem 0;font-size:1.05rem}ul.grants{padding-left:1.25rem}ul.grants>li{margin:.5rem 0}
 .status{font-weight:600}.status-active{color:#1b5e20}.status-revoked,.status-rejected,.status-denied,.status-claimed{color:#b3261e}
 form.action{margin:.25rem 0}button.small{padding:.2rem .6rem;font-size:.9rem}
+.binding{border:2px solid #0b57d0;border-radius:.4rem;padding:.5rem 1rem;margin:1rem 0}.binding-text{font-size:1.2rem;font-weight:600;white-space:pre-wrap;overflow-wrap:anywhere}
 `;

@@ -138,12 +138,18 @@ async function myAgent(deps: AccountDeps, personId: string, agentId: string): Pr
   return { host, snapshot };
 }
 
+/** What remembering a person who signed in touches: one store role's write, and the log. */
+export interface RememberDeps {
+  store: Pick<PersonRecords, 'savePersonContact'>;
+  logger: Pick<Logger, 'warn'>;
+}
+
 /**
  * After a sign-in: the person's id, and the address their provider verified (if any), now name them
  * as a CIBA login_hint, and the address is where their notices go. A failure is logged, not
  * answered: the sign-in itself succeeded, and the next one saves it again.
  */
-export async function rememberPerson(deps: { store: Pick<PersonRecords, 'savePersonContact'>; logger: Pick<Logger, 'warn'> }, personId: string, verifiedEmail: string | undefined): Promise<void> {
+export async function rememberPerson(deps: RememberDeps, personId: string, verifiedEmail: string | undefined): Promise<void> {
   try {
     await deps.store.savePersonContact(personId, verifiedEmail);
   } catch (err) {

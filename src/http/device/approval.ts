@@ -5,14 +5,27 @@
 import express, { Router } from 'express';
 import { ApiError, isApiError } from '../../errors.ts';
 import { presenceOptions } from '../../people/passkeys.ts';
+import type { SignedInSession } from '../../people/sessions.ts';
 import { decideAsPerson, findApprovalByCode } from '../../services/approvals/by-person.ts';
-import { namesToTellApart } from '../../services/approvals/view.ts';
+import { namesToTellApart, type ApprovalForPerson } from '../../services/approvals/view.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { approvalPage, codePage, decidedPage, type PresenceOnPage } from './pages/device-pages.ts';
 import { redirectTo, signInUrl, type PageWrapper } from './session.ts';
 
 /** The approval page for a code, as a path (a refusal's page links back to it). */
 const approvalPath = (code: string) => `/device?user_code=${encodeURIComponent(code)}`;
+
+/**
+ * What the approval page says about presence: nothing when no capability needs it, the passkey
+ * ceremony's options when the person has a passkey, else where to add one (coming back to
+ * `returnTo`), or that this server cannot use passkeys at all.
+ */
+export async function presenceOnPage(deps: PersonServiceDeps, session: SignedInSession, view: ApprovalForPerson, returnTo: string): Promise<PresenceOnPage> {
+  if (!view.requested.some((r) => r.approvalStrength === 'presence')) return { kind: 'not_needed' };
+  const options = deps.passkeys ? await presenceOptions(deps, session, view.approvalId) : null;
+  if (options) return { kind: 'ready', options };
+  return deps.passkeys ? { kind: 'no_passkey', addUrl: `/passkeys/new?return_to=${encodeURIComponent(returnTo)}` } : { kind: 'unavailable' };
+}
 
 export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Router {
   const router = Router();
@@ -34,13 +47,7 @@ export function approvalPagesRouter(deps: PersonServiceDeps, page: PageWrapper):
       }
       throw err;
     }
-    let presence: PresenceOnPage = { kind: 'not_needed' };
-    if (view.requested.some((r) => r.approvalStrength === 'presence')) {
-      const options = deps.passkeys ? await presenceOptions(deps, session, view.approvalId) : null;
-      presence = options ? { kind: 'ready', options }
-        : deps.passkeys ? { kind: 'no_passkey', addUrl: `/passkeys/new?return_to=${encodeURIComponent(req.originalUrl)}` }
-          : { kind: 'unavailable' };
-    }
+    const presence = await presenceOnPage(deps, session, view, req.originalUrl);
     const known = await namesToTellApart(deps, session.data.person.personId, view.host.id);
     return approvalPage(view, { csrfToken: session.data.csrfToken, userCode: typed, nowMs: deps.clock.nowMs(), presence, known, plugins: (name) => deps.operators.get(name) });
   }));

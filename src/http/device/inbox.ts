@@ -4,12 +4,12 @@
 // (services/approvals/by-person.ts decideAsPerson). The link in a notice leads to /inbox/<id>.
 import express, { Router } from 'express';
 import { ApiError } from '../../errors.ts';
-import { presenceOptions } from '../../people/passkeys.ts';
 import { decideAsPerson } from '../../services/approvals/by-person.ts';
 import { namesToTellApart } from '../../services/approvals/view.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { myInbox, myOpenApproval } from '../../services/person-account.ts';
-import { approvalPage, decidedPage, INBOX_DECISION_PATH, INBOX_PATH, inboxPage, type PresenceOnPage } from './pages/device-pages.ts';
+import { presenceOnPage } from './approval.ts';
+import { approvalPage, decidedPage, INBOX_DECISION_PATH, INBOX_PATH, inboxPage } from './pages/device-pages.ts';
 import { redirectTo, signInUrl, type PageWrapper } from './session.ts';
 
 const itemPath = (approvalId: string) => `${INBOX_PATH}/${encodeURIComponent(approvalId)}`;
@@ -34,13 +34,7 @@ export function inboxPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Ro
     const view = await myOpenApproval(deps, personId, approvalId).catch((err: unknown) => {
       throw err instanceof ApiError && err.code === 'not_found' ? notOpen() : err;
     });
-    let presence: PresenceOnPage = { kind: 'not_needed' };
-    if (view.requested.some((r) => r.approvalStrength === 'presence')) {
-      const options = deps.passkeys ? await presenceOptions(deps, session, view.approvalId) : null;
-      presence = options ? { kind: 'ready', options }
-        : deps.passkeys ? { kind: 'no_passkey', addUrl: `/passkeys/new?return_to=${encodeURIComponent(req.originalUrl)}` }
-          : { kind: 'unavailable' };
-    }
+    const presence = await presenceOnPage(deps, session, view, req.originalUrl);
     const known = await namesToTellApart(deps, personId, view.host.id);
     return approvalPage(view, { csrfToken: session.data.csrfToken, nowMs: deps.clock.nowMs(), presence, known, plugins: (name) => deps.operators.get(name) });
   }));

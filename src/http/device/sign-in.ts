@@ -18,13 +18,12 @@ import { pendingSignInSchema, type OidcSignIn } from '../../people/sign-in/oidc.
 import { sameSecret, type PersonSessions } from '../../people/sessions.ts';
 import type { Clock } from '../../common/clock.ts';
 import type { Config } from '../../config.ts';
-import { rememberPerson } from '../../services/person-account.ts';
-import type { PersonRecords } from '../../store/store.ts';
+import { rememberPerson, type RememberDeps } from '../../services/person-account.ts';
 import { cookieOptions, readCookie, secureCookies, sessionCookieName, redirectTo, type PageWrapper } from './session.ts';
 import { signInPage } from './pages/device-pages.ts';
 
 interface SignInDeps {
-  store: Pick<PersonRecords, 'savePersonContact'>;
+  store: RememberDeps['store'];
   config: Config;
   logger: Logger;
   clock: Clock;

@@ -47,17 +47,18 @@ describe('ISSUER', () => {
   });
 });
 
-describe('Redis topology (DESIGN §10: single, Sentinel or Cluster, chosen by configuration)', () => {
-  const problemsOf = (env: Record<string, string>): string => {
-    try {
-      loadConfig(env);
-    } catch (error) {
-      if (error instanceof ConfigError) return error.problems.join('\n');
-      throw error;
-    }
-    return '';
-  };
+/** Every problem loadConfig reports for `env`, one per line; empty when it loads. */
+const problemsOf = (env: Record<string, string>): string => {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems.join('\n');
+    throw error;
+  }
+  return '';
+};
 
+describe('Redis topology (DESIGN §10: single, Sentinel or Cluster, chosen by configuration)', () => {
   it('no Redis variable means the memory store', () => {
     expect(loadConfig({}).redis).toBeNull();
   });
@@ -126,5 +127,29 @@ describe('numbers are written in decimal digits', () => {
   it('surrounding spaces and a minus sign are still read (the range decides about the sign)', () => {
     expect(loadConfig({ PORT: ' 8080 ' }).PORT).toBe(8080);
     expect(() => loadConfig({ PORT: '-1' })).toThrow(/PORT: must be a whole number from 0 to 65535, not "-1"/);
+  });
+});
+
+describe('CIBA notification channels', () => {
+  const secret = 'x'.repeat(32);
+
+  it.each([
+    [{ APPROVAL_WEBHOOK_URL: 'https://hooks.example/agentgate' }, /APPROVAL_WEBHOOK_SECRET: APPROVAL_WEBHOOK_URL and APPROVAL_WEBHOOK_SECRET go together/],
+    [{ APPROVAL_WEBHOOK_SECRET: secret }, /APPROVAL_WEBHOOK_SECRET: APPROVAL_WEBHOOK_URL and APPROVAL_WEBHOOK_SECRET go together/],
+    [{ APPROVAL_WEBHOOK_URL: 'https://hooks.example/x', APPROVAL_WEBHOOK_SECRET: 'short' }, /APPROVAL_WEBHOOK_SECRET: must be at least 32 characters/],
+    [{ APPROVAL_WEBHOOK_URL: 'ftp://hooks.example/x', APPROVAL_WEBHOOK_SECRET: secret }, /APPROVAL_WEBHOOK_URL/],
+    [{ SMTP_URL: 'smtp://mail.example:587' }, /SMTP_FROM: SMTP_URL and SMTP_FROM go together/],
+    [{ SMTP_URL: 'http://mail.example', SMTP_FROM: 'a@b.example' }, /SMTP_URL/],
+    [{ SMTP_URL: 'smtp://mail.example', SMTP_FROM: 'a@b.example\r\nBcc: x@evil.example' }, /SMTP_FROM: must be one line/],
+  ])('refuses %j, naming the variable and what it must be', (env, message) => {
+    expect(problemsOf(env)).toMatch(message);
+  });
+
+  it('takes a webhook and an SMTP server together, and never repeats the SMTP password or the webhook secret in a message', () => {
+    const config = loadConfig({ APPROVAL_WEBHOOK_URL: 'https://hooks.example/x', APPROVAL_WEBHOOK_SECRET: secret, SMTP_URL: 'smtps://u:pw@mail.example:465', SMTP_FROM: 'Agentgate <a@b.example>' });
+    expect([config.APPROVAL_WEBHOOK_URL, config.SMTP_URL, config.RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR, config.RATE_LIMIT_CIBA_PER_HOST_PER_HOUR]).toEqual(['https://hooks.example/x', 'smtps://u:pw@mail.example:465', 10, 60]);
+    const problems = problemsOf({ APPROVAL_WEBHOOK_SECRET: 'hunter2-secret', SMTP_URL: 'smtp://u:hunter3@mail.example' });
+    expect(problems).not.toContain('hunter2-secret');
+    expect(problems).not.toContain('hunter3');
   });
 });

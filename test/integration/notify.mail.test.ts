@@ -9,6 +9,7 @@ import { SMTPServer, type SMTPServerDataStream } from 'smtp-server';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Logger } from '../../src/logger.ts';
 import { MailSender, type ApprovalMail, type MailSenderOptions } from '../../src/notify/mail.ts';
+import { parseMail } from '../support/mail.ts';
 import { freePort } from '../support/net.ts';
 import { within } from '../support/within.ts';
 
@@ -132,35 +133,6 @@ function approval(overrides: Partial<ApprovalMail> = {}): ApprovalMail {
   };
 }
 
-/** The raw message's headers (unfolded) and its text/plain and text/html parts, decoded. */
-function parse(raw: string): { headers: string; text: string; html: string } {
-  const [head = '', ...rest] = raw.split('\r\n\r\n');
-  const headers = head.replace(/\r\n[ \t]+/g, ' ');
-  const boundary = /boundary="?([^";\r\n]+)"?/i.exec(headers)?.[1];
-  const parts = boundary === undefined ? [] : rest.join('\r\n\r\n').split(`--${boundary}`);
-  const part = (type: string): string => {
-    const found = parts.find((p) => new RegExp(`Content-Type: ${type}`, 'i').test(p)) ?? '';
-    const [partHead = '', ...partBody] = found.replace(/^\r\n/, '').split('\r\n\r\n');
-    const body = partBody.join('\r\n\r\n');
-    if (/Content-Transfer-Encoding: base64/i.test(partHead)) return Buffer.from(body, 'base64').toString('utf8');
-    if (/Content-Transfer-Encoding: quoted-printable/i.test(partHead)) return decodeQuotedPrintable(body);
-    return body;
-  };
-  return { headers, text: part('text/plain'), html: part('text/html') };
-}
-
-function decodeQuotedPrintable(body: string): string {
-  const joined = body.replace(/=\r\n/g, '');
-  const bytes: number[] = [];
-  for (let i = 0; i < joined.length; i++) {
-    if (joined[i] === '=' && /^[0-9A-F]{2}$/i.test(joined.slice(i + 1, i + 3))) {
-      bytes.push(parseInt(joined.slice(i + 1, i + 3), 16));
-      i += 2;
-    } else bytes.push(...Buffer.from(joined[i]!, 'utf8'));
-  }
-  return Buffer.from(bytes).toString('utf8');
-}
-
 describe('MailSender against a real SMTP server', () => {
   it('the mail arrives once, with the link and the binding message, and nothing like a user code or token', async () => {
     const server = await startServer();
@@ -171,7 +143,7 @@ describe('MailSender against a real SMTP server', () => {
     expect(server.received).toHaveLength(1);
     // The credentials in the SMTP URL were used, so the password the logs must not carry was in play.
     expect(server.logins()).toBe(1);
-    const { headers, text, html } = parse(server.received[0]!);
+    const { headers, text, html } = parseMail(server.received[0]!);
     expect(headers).toMatch(/^Subject: Example IdP: Report Bot asks for your approval$/m);
     expect(headers).toMatch(/^To: alice@example\.com$/m);
     for (const part of [text, html]) {
@@ -191,7 +163,7 @@ describe('MailSender against a real SMTP server', () => {
     mails.send(approval({ agentName: 'Bot\r\nBcc: victim@example.org\r\nX-Injected: yes' }));
     await expect.poll(() => mails.counters.sent).toBe(1);
     expect(server.rcptAttempts()).toBe(1);
-    const { headers } = parse(server.received[0]!);
+    const { headers } = parseMail(server.received[0]!);
     expect(headers).not.toMatch(/^Bcc:/im);
     expect(headers).not.toMatch(/^X-Injected:/im);
     expect(headers).toMatch(/^Subject: Example IdP: Bot Bcc: victim@example\.org X-Injected: yes asks for your approval$/m);
@@ -202,7 +174,7 @@ describe('MailSender against a real SMTP server', () => {
     const mails = sender(server.port, capturingLogger().logger);
     mails.send(approval({ bindingMessage: '<script>alert(1)</script><a href="https://evil.example">x</a>' }));
     await expect.poll(() => mails.counters.sent).toBe(1);
-    const { html } = parse(server.received[0]!);
+    const { html } = parseMail(server.received[0]!);
     expect(html).not.toContain('<script>');
     expect(html).not.toContain('evil.example');
     expect(html).toContain('&#60;script&#62;alert(1)&#60;/');
@@ -287,7 +259,7 @@ describe('MailSender against a real SMTP server', () => {
     for (const word of ['first', 'second', 'third']) mails.send(approval({ bindingMessage: word }));
     expect(mails.counters).toEqual({ queued: 1, sent: 0, failedAttempts: 0, dropped: 2 });
     await expect.poll(() => mails.counters.sent).toBe(1);
-    expect(parse(server.received[0]!).text).toContain('third');
+    expect(parseMail(server.received[0]!).text).toContain('third');
   });
 
   it('close() keeps its deadline while the server hangs, and counts the mail left as dropped', async () => {

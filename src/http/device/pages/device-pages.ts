@@ -238,7 +238,7 @@ export function decidedPage(
 ): SafeHtml {
   const name = claim(agentName, LIMITS.name, context.known);
   if (verdict === 'deny') {
-    return html`<h1>Denied</h1><p>You denied the agent that calls itself <strong>${name}</strong>. It learns this the next time it checks, and cannot ask with this code again. You can close this page.</p>`;
+    return html`<h1>Denied</h1><p>You denied the agent that calls itself <strong>${name}</strong>. It learns this the next time it checks, and this request is closed for good: to try again it must ask anew. You can close this page.</p>`;
   }
   return html`<h1>Done</h1>
 <p>You approved the agent that calls itself <strong>${name}</strong>. You can close this page and go back to your agent.</p>

@@ -398,4 +398,29 @@ describe('CIBA approvals in a real browser, told by e-mail, with a real provider
     expect(smtp!.received.length - before).toBe(1);
     expect(person.consoleErrors).toEqual([]);
   }, TEST_TIMEOUT_MS);
+
+  it('a login_hint that names nobody is answered exactly like one that names alice, and no mail goes to anyone for it', async () => {
+    const before = smtp!.received.length;
+    const ask = async (loginHint: string) => client.register(await newEd25519(), {
+      mode: 'delegated', name: 'hint probe', capabilities: ['echo'], preferred_method: 'ciba', login_hint: loginHint, binding_message: 'Probe 1',
+    });
+    // The unknown one first: mails go out one at a time in order, so a mail for it would come before alice's.
+    const unknown = await ask('nobody-at-all@example.test');
+    const known = await ask(ALICE.email);
+    // Everything but the ids and times that differ between any two registrations.
+    const shape = (res: HttpResult) => ({
+      status: res.status,
+      body: {
+        ...res.json, agent_id: '-', host_id: '-', created_at: '-',
+        agent_capability_grants: (res.json.agent_capability_grants as Array<Record<string, unknown>>).map((g) => ({ ...g, id: '-' })),
+        approval: { ...res.json.approval, expires_in: '-' },
+      },
+    });
+    expect(shape(unknown.res)).toEqual(shape(known.res));
+    expect(Object.keys(unknown.res.json.approval).sort()).toEqual(['binding_message', 'expires_in', 'interval', 'method']);
+    const mail = await nextMail(before);
+    expect(mail.rcptTo).toEqual([ALICE.email]);
+    // Once alice's mail is here, any mail for the unknown hint would be too.
+    expect(smtp!.received.length - before).toBe(1);
+  }, TEST_TIMEOUT_MS);
 });

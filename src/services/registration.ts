@@ -54,8 +54,13 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
   const requests = dedupeRequests(request.capabilities);
   validateRequests(deps, requests);
   checkLiveGrantLimits([], requests.map((r) => ({ capability: r.name })));
+  // How a new agent's approval would ask its person, decided once, when it is known that this call
+  // creates an agent: a retry of a pending registration asks nobody again, so it spends no CIBA
+  // budget, and a host new to the server is counted before it is stored.
+  let route: ApprovalRoute | undefined;
+  const routeFor = async (h: { thumbprint: string; userId?: string | undefined }) => (route ??= await approvalRouteFor(deps, h, mode, request.hints ?? {}));
+  if (!verified.host) await routeFor({ thumbprint: verified.thumbprint });
   let host = verified.host ?? (await createDynamicHost(deps, verified.thumbprint, verified.presentedJwk!, mode, request.hostName, clock.nowMs()));
-  const route = await approvalRouteFor(deps, host, mode, request.hints ?? {});
   for (let attempt = 1; ; attempt++) {
     const refusal = hostRefusal(host.status, true);
     if (refusal) throw refusal;
@@ -64,8 +69,9 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
     }
     const existingId = await store.findAgentIdByKey(host.id, keyThumbprint);
     if (existingId) return retryExisting(deps, existingId, host, clock.nowMs());
+    const chosen = await routeFor(host);
     const nowMs = clock.nowMs();
-    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs, route });
+    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs, route: chosen });
     // A host nobody vouched for (anyone can make one) gets a small quota until a person links it.
     const maxAgents = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
     const created = await store.createAgent(snapshot, {

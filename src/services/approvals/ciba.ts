@@ -29,14 +29,17 @@ type RouteDeps = DepsWith<'limits' | 'notifier', Pick<PersonRecords, 'findPerson
  * How the approval this call may open asks its person: CIBA (to whom, with which binding message),
  * or device authorization. A CIBA call spends a point of the host's and the person's hourly budgets
  * first (CIBA Core §14: no notification fatigue), whether or not it ends up opening an approval: 429
- * with Retry-After beyond either. The person's budget is counted by the login_hint as given (after
- * trimming and, for an address, lower-casing), never by whom it names, so a refusal cannot tell a
- * known person from an unknown one.
+ * with Retry-After beyond either. The host's budget is counted by its key's thumbprint, so a host
+ * registering itself with this call is counted before it is stored. The person's budget is counted
+ * by the login_hint as given (after trimming and, for an address, lower-casing), never by whom it
+ * names, so a refusal cannot tell a known person from an unknown one.
  */
-export async function approvalRouteFor(deps: RouteDeps, host: HostRecord, mode: Mode, hints: ApprovalHints): Promise<ApprovalRoute> {
+export async function approvalRouteFor(
+  deps: RouteDeps, host: { thumbprint: string; userId?: string | undefined }, mode: Mode, hints: ApprovalHints,
+): Promise<ApprovalRoute> {
   const addressee = cibaAddressee({ cibaOffered: deps.notifier !== undefined, mode, hostPersonId: host.userId, hints });
   if (addressee === null) return DEVICE_AUTHORIZATION;
-  await deps.limits.consume('cibaHost', budgetKeyOf(`host:${host.id}`));
+  await deps.limits.consume('cibaHost', budgetKeyOf(`host:${host.thumbprint}`));
   await deps.limits.consume('cibaPerson', budgetKeyOf(addressee.kind === 'host' ? `person:${addressee.personId}` : `hint:${addressee.hintKey}`));
   const personId = addressee.kind === 'host' ? addressee.personId : await deps.store.findPersonByHint(addressee.hintKey);
   return {

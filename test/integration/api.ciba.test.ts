@@ -487,6 +487,25 @@ forEachStore('CIBA approvals', (storeKind) => {
     expect(events[0]).toMatchObject({ actor: 'person', via: 'inbox', person_id: gina.personId, agent_id: agent.id, outcome: 'rejected' });
   });
 
+  it('a capability that needs presence is not approved from the inbox without a passkey: not by the page form, not by the API', async () => {
+    const hana = await Person.signedIn(server, 'Hana');
+    const { agent } = await cibaAgentOf(hana, { capabilities: ['echo', 'transfer_money'], binding_message: 'pay rent' });
+    const item = await hana.inboxItemFor(agent.id);
+    expect(item.capabilities.find((c: { capability: string }) => c.capability === 'transfer_money').approval_strength).toBe('presence');
+    const browser = new PersonBrowser(server.baseUrl);
+    await browser.signIn(hana.name, '/inbox');
+    const page = await browser.request('GET', `/inbox/${item.approval_id}`);
+    expect(page.status, page.text.slice(0, 1500)).toBe(200);
+    const form = { agent_id: agent.id, approval_id: item.approval_id as string, verdict: 'approve', capabilities: ['transfer_money'], csrf: browser.csrfOf(page.text, '/inbox/decision') };
+    expectClearPage(await browser.request('POST', '/inbox/decision', form), 403);
+    const viaApi = await hana.decide(item.approval_id, 'approve', ['transfer_money']);
+    expect(code(viaApi), viaApi.text).toBe('403 unauthorized');
+    expect(await agentStatus(agent)).toBe('pending');
+    const grants = (await server.store.getAgent(agent.id))!.grants.map((g) => `${g.capability}:${g.status}`).sort();
+    // echo is the host's default (active at once); transfer_money still waits for a passkey.
+    expect(grants).toEqual(['echo:active', 'transfer_money:pending']);
+  });
+
   it('a binding message that is not one line of visible text, or longer than 500 characters, is refused on register (400)', async () => {
     const person = await Person.signedIn(server, 'Hana');
     const { host, hostId } = await hostLinkedTo(person);

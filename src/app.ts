@@ -102,7 +102,7 @@ function buildApp(input: AppDependencies): App {
   const candidates = input.rollout?.candidates;
   const observer = candidates ? { active: () => candidates.hasShadow(), observe: candidates.observe.bind(candidates) } : undefined;
   const policy = recordingPolicy(instrumentPolicy(input.policy, metrics, logger), input.decisions, observer);
-  metrics.observe({ policy: input.policy, store, logger });
+  metrics.observe({ policy: input.policy, store, logger, notices: input.notifier });
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
   input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
   const budgets = callerBudgets(input.limits);

@@ -43,6 +43,8 @@ interface MetricsSources {
   /** What waits for approval, as the store lists it (store.ts Store#listStalePending): metrics read, never import, the store. */
   store: { listStalePending(kind: 'agent' | 'host' | 'approval', beforeMs: number, limit: number): Promise<string[]> };
   logger: Logger;
+  /** The CIBA notices' delivery counters per channel (notify/approval-notifier.ts); absent when no channel is configured. */
+  notices?: { counters(): Array<{ channel: string; delivered: number; failedAttempts: number; dropped: number }> } | undefined;
 }
 
 /** Pending approvals are counted up to this many per kind (the store lists at most this many ids). */
@@ -155,6 +157,7 @@ export class PrometheusMetrics implements Metrics {
     this.#keyCacheMisses = keyCache.cell('miss');
     this.#definePolicyGauges(registers);
     this.#definePendingGauge(registers);
+    this.#defineNoticeCounter(registers);
   }
 
   request(method: string, route: string, status: number, durationSeconds: number, errorCode: string | undefined): void {
@@ -235,6 +238,23 @@ export class PrometheusMetrics implements Metrics {
         const replacements = sources()?.policy.info().instanceReplacements;
         this.reset();
         if (replacements !== undefined) this.inc(replacements);
+      },
+    });
+  }
+
+  #defineNoticeCounter(registers: Registry[]): void {
+    const sources = () => this.#sources;
+    new Counter({
+      name: 'agentgate_approval_notices_total',
+      help: 'CIBA notices by channel (webhook, email) and outcome: delivered; failed_attempt (an attempt that did not deliver, retried or not); dropped (given up on: attempts exhausted, refused, queue full, or left at shutdown).',
+      labelNames: ['channel', 'outcome'], registers,
+      collect() {
+        this.reset();
+        for (const row of sources()?.notices?.counters() ?? []) {
+          this.inc({ channel: row.channel, outcome: 'delivered' }, row.delivered);
+          this.inc({ channel: row.channel, outcome: 'failed_attempt' }, row.failedAttempts);
+          this.inc({ channel: row.channel, outcome: 'dropped' }, row.dropped);
+        }
       },
     });
   }

@@ -47,6 +47,20 @@ export class ApprovalNotifier {
     return [...(this.#webhook ? ['webhook' as const] : []), ...(this.#mail ? ['email' as const] : [])];
   }
 
+  /** Each channel's delivery counters (delivery.ts), for /metrics: what was sent, retried and given up on. */
+  counters(): Array<{ channel: NotificationChannel; delivered: number; failedAttempts: number; dropped: number }> {
+    const rows: Array<{ channel: NotificationChannel; delivered: number; failedAttempts: number; dropped: number }> = [];
+    if (this.#webhook) {
+      const { delivered, failedAttempts, dropped } = this.#webhook.counters;
+      rows.push({ channel: 'webhook', delivered, failedAttempts, dropped });
+    }
+    if (this.#mail) {
+      const { sent, failedAttempts, dropped } = this.#mail.counters;
+      rows.push({ channel: 'email', delivered: sent, failedAttempts, dropped });
+    }
+    return rows;
+  }
+
   /** Queues the notice on every channel; returns at once and never throws. */
   notify(notice: ApprovalNotice): void {
     const expiresAt = new Date(notice.expiresAtMs).toISOString();

@@ -161,10 +161,11 @@ const cibaApproval = (bindingMessage?: string) => ({
 });
 
 const WEATHER_PARIS = { name: 'weather_lookup', constraints: { city: 'Paris' } };
+const METRICS_TOKEN = 'ciba-metrics-token-0123456789';
 
 forEachStore('CIBA approvals', (storeKind) => {
   const receiver = webhookReceiverForBlock();
-  const server = testServerForBlock(() => ({ store: storeKind, env: cibaEnv(receiver.url) }));
+  const server = testServerForBlock(() => ({ store: storeKind, env: cibaEnv(receiver.url, { METRICS_TOKEN }) }));
   const c = new Client(server);
 
   /** A host an administrator linked to `person`, whose default capability is echo. */
@@ -680,6 +681,19 @@ forEachStore('CIBA approvals', (storeKind) => {
     expect((await c.execute(agent!, 'weather_lookup', { city: 'Paris' })).status).toBe(200);
     expect((await auditOf(agent!.id, 'approval.approved'))[0]).toMatchObject({ actor: 'admin', via: 'admin_api', person_id: 'admin-picked-person' });
     expect(receiver.about(agent!.id)).toEqual([]);
+  });
+
+  it('the notices sent are counted in /metrics by channel and outcome, so an operator sees one that could not be delivered', async () => {
+    const olga = await Person.signedIn(server, 'Olga');
+    const { agent } = await cibaAgentOf(olga);
+    await receiver.noticeFor(agent.id);
+    const scrape = async () => (await http('GET', c.url('/metrics'), { token: METRICS_TOKEN })).text;
+    const delivered = async () => Number(/^agentgate_approval_notices_total\{channel="webhook",outcome="delivered"\} (\d+)$/m.exec(await scrape())?.[1] ?? 0);
+    // Counted when the receiver's answer is read, a moment after the receiver has the body.
+    await eventually('the delivered notice counted', async () => ((await delivered()) >= 1 ? true : undefined));
+    const text = await scrape();
+    expect(text).toMatch(/^agentgate_approval_notices_total\{channel="webhook",outcome="dropped"\} 0$/m);
+    expect(text).not.toContain('channel="email"');
   });
 
   it('every notice the server sent verifies against the shared secret, and one changed in transit does not', async () => {

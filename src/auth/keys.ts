@@ -16,8 +16,11 @@ type JwsAlgorithm = (typeof KEY_TYPES)[KeyType];
 
 const b64url = z.string().regex(/^[A-Za-z0-9_-]+$/, 'must be base64url').max(1024);
 
-/** Any JWK-looking object; members are checked per key type by keyTypeOf. */
-const publicJwkSchema = z
+/**
+ * Any JWK-looking object; members are checked per key type by keyTypeOf. Exported so the JWKS
+ * fetcher (jwks-fetch.ts) applies the same member bounds to keys it fetches.
+ */
+export const publicJwkSchema = z
   .object({
     kty: z.string().max(16),
     crv: z.string().max(32).optional(),
@@ -29,6 +32,15 @@ const publicJwkSchema = z
     d: z.unknown().optional(),
   })
   .loose();
+
+/**
+ * Whether a base64url string is the canonical spelling of its bytes. The spare bits of the last
+ * character let the same bytes be written several ways; only the one that re-encoding gives is
+ * canonical.
+ */
+export function isCanonicalBase64url(text: string): boolean {
+  return Buffer.from(text, 'base64url').toString('base64url') === text;
+}
 
 /** The key type of a JWK as named in discovery `algorithms` ("Ed25519", "P-256", "RSA", ...). */
 function keyTypeName(jwk: { kty: string; crv?: string | undefined }): string {
@@ -54,7 +66,7 @@ export function parsePublicJwk(value: unknown, supported: readonly string[], lab
   // each with its own RFC 7638 thumbprint, i.e. its own identity here. Only the canonical spelling
   // (what re-encoding the decoded bytes gives) is accepted.
   for (const coordinate of [raw.x, raw.y]) {
-    if (coordinate !== undefined && Buffer.from(coordinate, 'base64url').toString('base64url') !== coordinate) {
+    if (coordinate !== undefined && !isCanonicalBase64url(coordinate)) {
       throw new ApiError('invalid_request', `${label} is not canonical base64url (the same key has exactly one spelling)`);
     }
   }

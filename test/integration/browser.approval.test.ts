@@ -8,10 +8,10 @@
 //
 // The server's issuer stays 127.0.0.1 (the default): nothing here uses passkeys, so the browser has
 // no reason to open the pages as localhost.
-import type { Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectSoundStep, personAtBrowserForBlock } from '../support/browser.ts';
-import { Client, code, type HttpResult, type TestAgent } from '../support/client.ts';
+import { approvalJourney, expectPolledPolitely, grantsOf } from '../support/approval-journey.ts';
+import { personAtBrowserForBlock } from '../support/browser.ts';
+import { Client, code } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { DEFAULT_ACCOUNTS, startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.ts';
 import { testServerForBlock } from '../support/server.ts';
@@ -46,53 +46,7 @@ beforeAll(async () => {
   await person.context.route(`${provider!.issuer}/favicon.ico`, (route) => route.fulfill({ status: 204 }));
 });
 
-/**
- * Runs a person's action that navigates (opening a URL, clicking a link or a button), waits for the
- * page it ends on, and checks what every page must satisfy: each agentgate response on the way
- * (redirects included) carried the CSP, the page runs no inline script, and nothing was logged as a
- * console error. Takes the screenshot and answers the final document response.
- */
-async function navigate(name: string, action: () => Promise<unknown>): Promise<Response> {
-  person.navigations.length = 0;
-  const landed = person.page.waitForResponse(
-    (response) => response.request().isNavigationRequest() && response.frame() === person.page.mainFrame() && (response.status() < 300 || response.status() >= 400),
-  );
-  const [final] = await Promise.all([landed, action()]);
-  await person.page.waitForLoadState('load');
-  await expectSoundStep(person, name, ourNavigations());
-  return final;
-}
-
-/** The navigations of the last step that agentgate answered (not the provider). */
-function ourNavigations(): Response[] {
-  return person.navigations.filter((response) => new URL(response.url()).origin === new URL(server.baseUrl).origin);
-}
-
-/** `status path` of agentgate's navigations in the last step, for checking where redirects led. */
-const ourSteps = () => ourNavigations().map((response) => `${response.status()} ${new URL(response.url()).pathname}`);
-
-/** What the host's poll saw: every answer, and the first one that was no longer pending. */
-interface PollOutcome {
-  answers: HttpResult[];
-  decided: HttpResult;
-}
-
-/**
- * Polls GET /agent/status as an agent's host does (RFC 8628 §3.5): once at once, then every
- * `interval` seconds, never faster, until the agent is no longer pending. Bounded by a deadline and
- * stopped by `stop`, so a failing browser step never leaves it running.
- */
-async function pollUntilDecided(agent: TestAgent, intervalSeconds: number, stop: AbortSignal): Promise<PollOutcome> {
-  const answers: HttpResult[] = [];
-  const deadline = Date.now() + POLL_DEADLINE_MS;
-  while (Date.now() < deadline && !stop.aborted) {
-    const answer = await client.status(agent.host, agent.id);
-    answers.push(answer);
-    if (answer.status !== 200 || answer.json?.status !== 'pending') return { answers, decided: answer };
-    await new Promise((resolve) => setTimeout(resolve, intervalSeconds * 1000));
-  }
-  throw new Error(`the agent was still pending after ${answers.length} polls`);
-}
+const { navigate, ourSteps, whilePolling } = approvalJourney(person, () => server.baseUrl, client, POLL_DEADLINE_MS);
 
 /** A delegated agent under a host key the server has never seen, waiting for a person. */
 async function registerPendingAgent(name: string) {
@@ -102,32 +56,6 @@ async function registerPendingAgent(name: string) {
   expect(res.json.approval).toMatchObject({ method: 'device_authorization', interval: INTERVAL_SECONDS });
   return { agent: agent!, approvalUrl: res.json.approval.verification_uri_complete as string, intervalSeconds: res.json.approval.interval as number };
 }
-
-/** Runs the person's part while the host polls; the poll is always stopped and awaited. */
-async function whilePolling(agent: TestAgent, intervalSeconds: number, personActs: () => Promise<void>): Promise<PollOutcome> {
-  const stop = new AbortController();
-  const polling = pollUntilDecided(agent, intervalSeconds, stop.signal);
-  try {
-    await personActs();
-    return await polling;
-  } finally {
-    stop.abort();
-    await polling.catch(() => undefined);
-  }
-}
-
-/**
- * The host polled while the person decided (at least once before the decision), and, polling at the
- * interval, never heard slow_down: every answer before the deciding one was a plain pending.
- */
-function expectPolledPolitely(outcome: PollOutcome): void {
-  const waiting = outcome.answers.slice(0, -1).map((answer) => `${answer.status} ${answer.json?.status ?? answer.json?.error}`);
-  expect(waiting.length).toBeGreaterThan(0);
-  expect(waiting).toEqual(waiting.map(() => '200 pending'));
-}
-
-const grantsOf = (status: HttpResult) =>
-  Object.fromEntries((status.json.agent_capability_grants as Array<{ capability: string; status: string }>).map((g) => [g.capability, g.status]));
 
 describe('the approval page in a real browser, with a real provider and a polling host', () => {
   it('a person signs in at the provider, approves one of two capabilities; the polling host sees it active, and only the approved capability runs', async () => {

@@ -13,8 +13,9 @@ import type { Response } from 'playwright-core';
 import { SMTPServer, type SMTPServerDataStream } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserCodes } from '../../src/services/approvals/user-codes.ts';
-import { expectSoundStep, personAtBrowserForBlock } from '../support/browser.ts';
-import { Client, code, type HttpResult, type TestAgent } from '../support/client.ts';
+import { approvalJourney, expectPolledPolitely, grantsOf } from '../support/approval-journey.ts';
+import { personAtBrowserForBlock } from '../support/browser.ts';
+import { Client, code, type HttpResult } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { parseMail } from '../support/mail.ts';
 import { DEFAULT_ACCOUNTS, startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.ts';
@@ -112,28 +113,7 @@ beforeAll(async () => {
 
 // ---- steps ---------------------------------------------------------------------------------------
 
-/**
- * Runs a person's action that navigates, waits for the page it ends on, and checks what every page
- * must satisfy (expectSoundStep); takes the screenshot and answers the final document response.
- */
-async function navigate(name: string, action: () => Promise<unknown>): Promise<Response> {
-  person.navigations.length = 0;
-  const landed = person.page.waitForResponse(
-    (response) => response.request().isNavigationRequest() && response.frame() === person.page.mainFrame() && (response.status() < 300 || response.status() >= 400),
-  );
-  const [final] = await Promise.all([landed, action()]);
-  await person.page.waitForLoadState('load');
-  await expectSoundStep(person, name, ourNavigations());
-  return final;
-}
-
-/** The navigations of the last step that agentgate answered (not the provider). */
-function ourNavigations(): Response[] {
-  return person.navigations.filter((response) => new URL(response.url()).origin === new URL(server.baseUrl).origin);
-}
-
-/** `status path` of agentgate's navigations in the last step, for checking where redirects led. */
-const ourSteps = () => ourNavigations().map((response) => `${response.status()} ${new URL(response.url()).pathname}`);
+const { navigate, ourSteps, whilePolling } = approvalJourney(person, () => server.baseUrl, client, POLL_DEADLINE_MS);
 
 /** Signs in at the provider's login form, which the page shows now, as `account`. */
 async function loginAtProvider(name: string, account: string): Promise<Response> {
@@ -141,50 +121,6 @@ async function loginAtProvider(name: string, account: string): Promise<Response>
   await person.page.getByLabel('Account').fill(account);
   return navigate(name, () => person.page.getByRole('button', { name: 'Sign in' }).click());
 }
-
-interface PollOutcome {
-  answers: HttpResult[];
-  decided: HttpResult;
-}
-
-/**
- * Polls GET /agent/status as an agent's host does: once at once, then every `interval` seconds, never
- * faster, until the agent is no longer pending. Bounded by a deadline and stopped by `stop`.
- */
-async function pollUntilDecided(agent: TestAgent, intervalSeconds: number, stop: AbortSignal): Promise<PollOutcome> {
-  const answers: HttpResult[] = [];
-  const deadline = Date.now() + POLL_DEADLINE_MS;
-  while (Date.now() < deadline && !stop.aborted) {
-    const answer = await client.status(agent.host, agent.id);
-    answers.push(answer);
-    if (answer.status !== 200 || answer.json?.status !== 'pending') return { answers, decided: answer };
-    await new Promise((resolve) => setTimeout(resolve, intervalSeconds * 1000));
-  }
-  throw new Error(`the agent was still pending after ${answers.length} polls`);
-}
-
-/** Runs the person's part while the host polls; the poll is always stopped and awaited. */
-async function whilePolling(agent: TestAgent, intervalSeconds: number, personActs: () => Promise<void>): Promise<PollOutcome> {
-  const stop = new AbortController();
-  const polling = pollUntilDecided(agent, intervalSeconds, stop.signal);
-  try {
-    await personActs();
-    return await polling;
-  } finally {
-    stop.abort();
-    await polling.catch(() => undefined);
-  }
-}
-
-/** Every answer before the deciding one was a plain pending (polling at the interval never hears slow_down). */
-function expectPolledPolitely(outcome: PollOutcome): void {
-  const waiting = outcome.answers.slice(0, -1).map((answer) => `${answer.status} ${answer.json?.status ?? answer.json?.error}`);
-  expect(waiting.length).toBeGreaterThan(0);
-  expect(waiting).toEqual(waiting.map(() => '200 pending'));
-}
-
-const grantsOf = (status: HttpResult) =>
-  Object.fromEntries((status.json.agent_capability_grants as Array<{ capability: string; status: string }>).map((g) => [g.capability, g.status]));
 
 /**
  * A delegated agent under a host key the server has never seen, asking by CIBA for the person its

@@ -9,9 +9,8 @@
 // operator would: allowedPrivateRanges ['127.0.0.1/32']. Where a test needs a "public" address next
 // to a forbidden one (DNS rebinding), 127.0.0.2 plays the public address (allowed) and 127.0.0.1
 // the internal one (not allowed), since no test may leave the machine.
-import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createTcpServer, isIP, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
@@ -20,6 +19,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fetchJwks, JwksFetchError, type JwksFetchSettings } from '../../src/auth/jwks-fetch.ts';
+import { makeTestCertificates } from '../support/certificates.ts';
 
 /** Names the fake resolver knows, and what each resolves to. */
 const NAMES: Record<string, string[]> = {
@@ -55,15 +55,6 @@ const seen: Array<{ listener: 'loopback' | 'second'; path: string; headers: Inco
 const ed25519 = { ...generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }) };
 const p256 = { ...generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' }) };
 const GOOD_SET = { keys: [{ ...ed25519, kid: 'ed-1', use: 'sig' }, { ...p256, kid: 'p256-1' }] };
-
-/** A CA and a server certificate for the test names, signed by it, made with openssl. */
-function makeCertificates(into: string): void {
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: into, stdio: 'ignore' });
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=agentgate JWKS test CA');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=jwks.test');
-  writeFileSync(join(into, 'san.ext'), 'subjectAltName=DNS:jwks.test,DNS:other.jwks.test,DNS:internal.test,DNS:rebind.test,DNS:localhost,IP:127.0.0.1\n');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '1', '-extfile', 'san.ext');
-}
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/jwk-set+json' }).end(JSON.stringify(body));
@@ -199,7 +190,11 @@ function listen(server: Server | TcpServer, host: string, onPort = 0): Promise<n
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'agentgate-jwks-'));
-  makeCertificates(dir);
+  // A CA and a server certificate for the test names, signed by it.
+  makeTestCertificates(dir, {
+    commonName: 'jwks.test', caName: 'agentgate JWKS test CA',
+    altNames: ['DNS:jwks.test', 'DNS:other.jwks.test', 'DNS:internal.test', 'DNS:rebind.test', 'DNS:localhost', 'IP:127.0.0.1'],
+  });
   ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
   const tls = { key: readFileSync(join(dir, 'server.key')), cert: readFileSync(join(dir, 'server.crt')) };
 

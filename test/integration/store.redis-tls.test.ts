@@ -1,8 +1,7 @@
 // TLS and ACL credentials to Redis (DESIGN §10: each topology with TLS and credentials), on a real
 // redis-server that speaks only TLS and knows one ACL user, through the same path `npm start` takes:
 // the environment, loadConfig, redisStoreOptions, createRedisStore.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -10,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { redisStoreOptions } from '../../src/store/redis/from-config.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
+import { makeTestCertificates } from '../support/certificates.ts';
 import { freePort, killAndWait, killOnExit, spawnServer, waitFor } from '../support/redis.ts';
 
 let dir: string;
@@ -17,20 +17,10 @@ let port: number;
 let server: ChildProcess;
 const PASSWORD = 'tls-test-password-0123';
 
-/** A CA and a server certificate for localhost and 127.0.0.1, signed by it, made with openssl. */
-function makeCertificates(into: string): void {
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: into, stdio: 'ignore' });
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=agentgate test CA');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost');
-  writeFileSync(join(into, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '1', '-extfile', 'san.ext');
-  // A CA nobody used, to show a wrong one is refused.
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'other.key', '-out', 'other.crt', '-days', '1', '-subj', '/CN=another CA');
-}
-
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'agentgate-tls-'));
-  makeCertificates(dir);
+  // A CA and a server certificate for localhost and 127.0.0.1, and a CA nobody used (to show a wrong one is refused).
+  makeTestCertificates(dir, { commonName: 'localhost', altNames: ['DNS:localhost', 'IP:127.0.0.1'], otherCa: true });
   port = await freePort();
   server = await spawnServer([
     '--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no',

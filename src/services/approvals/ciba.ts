@@ -28,8 +28,9 @@ type RouteDeps = DepsWith<'limits' | 'notifier', Pick<PersonRecords, 'findPerson
 /**
  * How the approval this call may open asks its person: CIBA (to whom, with which binding message),
  * or device authorization. A CIBA call spends a point of the host's and the person's hourly budgets
- * first (CIBA Core §14: no notification fatigue), whether or not it ends up opening an approval: 429
- * with Retry-After beyond either. The host's budget is counted by its key's thumbprint, so a host
+ * first (CIBA Core §14: no notification fatigue): 429 with Retry-After beyond either. Registration
+ * asks only once it knows it creates an agent (a retry asks nobody again); request-capability and
+ * reactivation ask before they know whether an approval opens, and spend either way. The host's budget is counted by its key's thumbprint, so a host
  * registering itself with this call is counted before it is stored. The person's budget is counted
  * by the login_hint as given (after trimming and, for an address, lower-casing), never by whom it
  * names, so a refusal cannot tell a known person from an unknown one.

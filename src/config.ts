@@ -340,7 +340,7 @@ const objectSchema = z
     SMTP_FROM: z.string().min(3).max(320).regex(/^[^\r\n]+$/, 'must be one line').optional(),
     /** How long connecting, the greeting, and one idle stretch of sending may each take. */
     SMTP_TIMEOUT_MS: integerIn(100, 120_000).default(10_000),
-    /** CIBA requests one person may be sent per hour (CIBA Core §14: no notification fatigue); more are refused with 429. */
+    /** CIBA requests one person may be sent per hour (protocol §11.5: no notification fatigue); more are refused with 429. */
     RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR: integerIn(1, 10_000_000).default(10),
     /** CIBA requests one host may send per hour, to anyone; more are refused with 429. */
     RATE_LIMIT_CIBA_PER_HOST_PER_HOUR: integerIn(1, 10_000_000).default(60),

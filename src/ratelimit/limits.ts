@@ -36,7 +36,7 @@ function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     // Wrong codes one signed-in session may try (a right one gives its point back): spent before
     // the lookup, atomically in the store, so parallel guesses cannot all pass one check.
     userCodeSession: { points: USER_CODE_SESSION_ATTEMPTS, durationSeconds: USER_CODE_SESSION_WINDOW_SECONDS },
-    // CIBA Core §14: requests that would tell one person, and that one host sends (services/approvals/ciba.ts).
+    // Protocol §11.5 (CIBA: rate limits, notification fatigue): requests that would tell one person, and that one host sends (services/approvals/ciba.ts).
     cibaPerson: { points: config.RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR, durationSeconds: 3600 },
     cibaHost: { points: config.RATE_LIMIT_CIBA_PER_HOST_PER_HOUR, durationSeconds: 3600 },
   };

@@ -1,4 +1,4 @@
-// CIBA approvals (protocol §10, CIBA Core §14): the server tells a person it knows that an agent
+// CIBA approvals (protocol §10, and §11.5 on CIBA's rate limits and enumeration): the server tells a person it knows that an agent
 // asks for them, and the person decides in their inbox (the page /inbox, or GET
 // /people/me/inbox). Which method a call gets is domain/approval-method.ts's rule; here it meets
 // the store (who a login_hint names), the budgets, the inbox and the notifier.
@@ -28,7 +28,7 @@ type RouteDeps = DepsWith<'limits' | 'notifier', Pick<PersonRecords, 'findPerson
 /**
  * How the approval this call may open asks its person: CIBA (to whom, with which binding message),
  * or device authorization. A CIBA call spends a point of the host's and the person's hourly budgets
- * first (CIBA Core §14: no notification fatigue): 429 with Retry-After beyond either. Registration
+ * first (protocol §11.5: no notification fatigue): 429 with Retry-After beyond either. Registration
  * asks only once it knows it creates an agent (a retry asks nobody again); request-capability and
  * reactivation ask before they know whether an approval opens, and spend either way. The host's budget is counted by its key's thumbprint, so a host
  * registering itself with this call is counted before it is stored. The person's budget is counted

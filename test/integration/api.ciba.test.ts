@@ -449,6 +449,13 @@ forEachStore('CIBA approvals', (storeKind) => {
     expect(page.text).not.toContain('<script>x()');
     expect(page.text).toContain(`href="/inbox/${item.approval_id}"`);
 
+    // An agent whose name imitates agentgate's own (mixing alphabets) is listed with the same warning the item page gives.
+    const { agent: imitator } = await cibaAgentOf(erin, { name: 'аgentgate' });
+    await erin.inboxItemFor(imitator.id);
+    const listed = await browser.request('GET', '/inbox');
+    const imitatorItem = listed.text.slice(listed.text.indexOf('аgentgate'));
+    expect(imitatorItem.slice(0, imitatorItem.indexOf('</section>'))).toContain('Careful: it');
+
     // The item's own page shows the binding message, escaped, with the decision form.
     const itemPage = await browser.request('GET', `/inbox/${item.approval_id}`);
     expect(itemPage.status, itemPage.text.slice(0, 1500)).toBe(200);

@@ -183,7 +183,7 @@ export function inboxPage(items: readonly ApprovalForPerson[], context: { nowMs:
 ${items.map((item) => {
     const minutesLeft = Math.max(1, Math.round((item.expiresAtMs - context.nowMs) / 60_000));
     return html`<section class="item">
-<h3><a href="${INBOX_PATH}/${encodeURIComponent(item.approvalId)}">${displayText(item.agent.name, 80)}</a></h3>
+<h3><a href="${INBOX_PATH}/${encodeURIComponent(item.approvalId)}">${claim(item.agent.name, LIMITS.name, context.known)}</a></h3>
 <p>Asks for ${item.requested.length === 0 ? 'a connection only' : item.requested.map((r, i) => html`${i > 0 ? ', ' : ''}<code>${r.capability}</code>`)}; expires in about ${minutesLeft} minute${minutesLeft === 1 ? '' : 's'}.</p>
 ${item.bindingMessage === undefined ? '' : html`<p>Message: <span class="binding-text">${displayText(item.bindingMessage, MAX_BINDING_MESSAGE_CHARS)}</span></p>`}
 </section>`;

@@ -21,6 +21,8 @@ export interface PublicJwk {
   y?: string;
   n?: string;
   e?: string;
+  /** The key's id in its owner's JWKS: kept only for keys delivered by a JWKS URL, which name their key by it. */
+  kid?: string;
 }
 
 /** `{field: exact-value}` or `{field: {op: operand, ...}}`, top-level argument names only. */
@@ -31,6 +33,11 @@ export interface HostRecord {
   /** RFC 7638 SHA-256 thumbprint of the current host key: the host's identity on the wire (`iss`). */
   thumbprint: string;
   publicJwk: PublicJwk;
+  /**
+   * Present when the host delivers its keys by a JWKS URL (protocol §5.1); fixed at registration.
+   * `publicJwk` is then the key of that JWKS it last signed with, `kid` included.
+   */
+  jwksUrl?: string;
   name?: string;
   status: HostStatus;
   userId?: string;
@@ -73,6 +80,11 @@ export interface AgentRecord {
   /** Stored status; session expiry and lifetimes are evaluated against the clock on every use. */
   status: AgentStatus;
   publicJwk: PublicJwk;
+  /**
+   * Present when the agent's key is delivered by a JWKS URL (protocol §5.1; `publicJwk.kid` is the
+   * `agent_kid`); fixed at registration. The key must still be published there on every use.
+   */
+  jwksUrl?: string;
   keyThumbprint: string;
   /** Incremented on every key rotation; the hot path's key cache is checked against it. */
   keyVersion: number;

@@ -151,6 +151,11 @@ export function personKey(personId: string): string {
   return createHash('sha256').update(personId).digest('base64url');
 }
 
+/** A JWKS URL (any characters) as a hash tag: its SHA-256, base64url. */
+export function jwksUrlKey(jwksUrl: string): string {
+  return createHash('sha256').update(`jwks-url:${jwksUrl}`).digest('base64url');
+}
+
 /** A login hint (any characters, any length the API allows) as a hash tag: its SHA-256, base64url. */
 export function hintHash(hintKey: string): string {
   return createHash('sha256').update(`login-hint:${hintKey}`).digest('base64url');

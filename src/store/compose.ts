@@ -27,7 +27,7 @@ interface StoreRoles {
 type MemberList<Role> = { readonly [Member in keyof Role]-?: true };
 
 const ROLE_MEMBERS: { readonly [Role in keyof StoreRoles]: MemberList<StoreRoles[Role]> } = {
-  hosts: { getHost: true, findHostByThumbprint: true, createHost: true, updateHost: true, rotateHostKey: true, listHostAgentIds: true },
+  hosts: { getHost: true, findHostByThumbprint: true, findHostByJwksUrl: true, createHost: true, updateHost: true, rotateHostKey: true, listHostAgentIds: true },
   agents: {
     getAgent: true,
     findAgentIdByKey: true,

@@ -74,6 +74,7 @@ const JWK_FIELDS = {
   y: { kind: 'string', optional: true },
   n: { kind: 'string', optional: true },
   e: { kind: 'string', optional: true },
+  kid: { kind: 'string', optional: true },
 } as const satisfies FieldTable<PublicJwk>;
 
 const APPROVAL_FIELDS = {
@@ -94,6 +95,7 @@ export const AGENT_FIELDS = {
   mode: { kind: 'enum', values: MODES },
   status: { kind: 'enum', values: AGENT_STATUSES, patch: 'set' },
   publicJwk: { kind: 'record', fields: JWK_FIELDS, patch: 'set' },
+  jwksUrl: { kind: 'string', optional: true },
   keyThumbprint: { kind: 'string', patch: 'set' },
   keyVersion: { kind: 'number', patch: 'set' },
   // Bumped by the compare-and-set itself, never by a patch.
@@ -117,6 +119,8 @@ export const HOST_FIELDS = {
   // The thumbprint and key change only together, through rotateHostKey.
   thumbprint: { kind: 'string' },
   publicJwk: { kind: 'record', fields: JWK_FIELDS },
+  // The delivery mode is fixed at registration (protocol §5.1), so no patch changes it.
+  jwksUrl: { kind: 'string', optional: true },
   name: { kind: 'string', optional: true, patch: 'set' },
   status: { kind: 'enum', values: HOST_STATUSES, patch: 'set' },
   // `null` in a patch unlinks the host from its person (the people's API).

@@ -176,7 +176,12 @@ export interface AuditClaim {
 export interface HostRecords {
   getHost(hostId: string): Promise<HostRecord | null>;
   findHostByThumbprint(thumbprint: string): Promise<HostRecord | null>;
-  /** Creates the host unless one with the same thumbprint exists; then returns that one. */
+  /** The host that delivers its keys by this JWKS URL (compared exactly), if any. */
+  findHostByJwksUrl(jwksUrl: string): Promise<HostRecord | null>;
+  /**
+   * Creates the host unless one with the same thumbprint exists, or, for a host with a JWKS URL,
+   * one with the same URL (a URL names one host, whichever of its keys signs); then returns that one.
+   */
   createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }>;
   /**
    * Sets fields of a host; null when it does not exist. With `fromStatuses`, only while the host's

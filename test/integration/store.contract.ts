@@ -189,6 +189,40 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         expect(await store.findHostByThumbprint(first.thumbprint)).toEqual(first);
       });
 
+      it('a JWKS host is found by its URL, its key with the kid it is published under', async () => {
+        const jwksUrl = `https://keys.example.test/${uid('jwks')}.json?v=1&x={y}`;
+        const host = hostFixture({ jwksUrl, publicJwk: { kty: 'OKP', crv: 'Ed25519', x: uid('x'), kid: 'key-1' } });
+        expect(await store.createHost(host)).toEqual({ host, created: true });
+        expect(await store.findHostByJwksUrl(jwksUrl)).toEqual(host);
+        expect(await store.findHostByThumbprint(host.thumbprint)).toEqual(host);
+        expect(await store.findHostByJwksUrl(`${jwksUrl}#`)).toBeNull();
+        expect(await store.findHostByJwksUrl(uid('https://nowhere.example.test/'))).toBeNull();
+      });
+
+      it('a second host with an existing JWKS URL but another key is not created, and leaves no thumbprint index behind', async () => {
+        const jwksUrl = `https://keys.example.test/${uid('jwks')}`;
+        const first = hostFixture({ jwksUrl });
+        await store.createHost(first);
+        const second = hostFixture({ jwksUrl });
+        expect(await store.createHost(second)).toEqual({ host: first, created: false });
+        expect(await store.getHost(second.id)).toBeNull();
+        expect(await store.findHostByThumbprint(second.thumbprint)).toBeNull();
+        expect(await store.findHostByJwksUrl(jwksUrl)).toEqual(first);
+      });
+
+      it('two racing creates with one JWKS URL and different keys: exactly one host is created', async () => {
+        const jwksUrl = `https://keys.example.test/${uid('jwks')}`;
+        const candidates = Array.from({ length: 5 }, () => hostFixture({ jwksUrl }));
+        const results = await Promise.all(candidates.map((host) => store.createHost(host)));
+        const winners = results.filter((result) => result.created);
+        expect(winners).toHaveLength(1);
+        const winnerId = winners[0]!.host.id;
+        expect(results.every((result) => result.host.id === winnerId)).toBe(true);
+        for (const loser of candidates.filter((host) => host.id !== winnerId)) {
+          expect(await store.findHostByThumbprint(loser.thumbprint)).toBeNull();
+        }
+      });
+
       it('two racing creates with one thumbprint: exactly one host is created', async () => {
         const thumbprint = uid('thp');
         const candidates = Array.from({ length: 5 }, () => hostFixture({ thumbprint }));
@@ -993,13 +1027,17 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
         // A pending host with agents stays; once it has none and is old enough, it goes.
         expect(await store.removeStalePendingHost(host.id, Date.now() + 60_000)).toBe(false);
         for (const a of [young, decided]) await store.removeStalePendingAgent(a.agent.id, Number.MAX_SAFE_INTEGER).catch(() => false);
-        const lone = hostFixture({ status: 'pending', createdAtMs: 1000 });
+        const lone = hostFixture({ status: 'pending', createdAtMs: 1000, jwksUrl: `https://keys.example.test/${uid('jwks')}` });
         await store.createHost(lone);
         await store.trackPending('host', lone.id, 1000);
         expect(await store.listStalePending('host', 3000, 10)).toContain(lone.id);
         expect(await store.removeStalePendingHost(lone.id, 3000)).toBe(true);
         expect(await store.getHost(lone.id)).toBeNull();
         expect(await store.findHostByThumbprint(lone.thumbprint)).toBeNull();
+        // Its URL is free again: a new host may register with it.
+        expect(await store.findHostByJwksUrl(lone.jwksUrl!)).toBeNull();
+        const again = hostFixture({ jwksUrl: lone.jwksUrl! });
+        expect((await store.createHost(again)).created).toBe(true);
         expect(await store.listStalePending('host', 3000, 10)).not.toContain(lone.id);
       });
 

@@ -29,6 +29,12 @@ export class MemoryHostRecords implements HostRecords {
     return hostId === undefined ? null : this.getHost(hostId);
   }
 
+  async findHostByJwksUrl(jwksUrl: string): Promise<HostRecord | null> {
+    this.#gate.assertOpen();
+    const hostId = this.#tables.hostIdByJwksUrl.get(jwksUrl);
+    return hostId === undefined ? null : this.getHost(hostId);
+  }
+
   async createHost(host: HostRecord): Promise<{ host: HostRecord; created: boolean }> {
     this.#gate.assertOpen();
     const tables = this.#tables;
@@ -37,8 +43,11 @@ export class MemoryHostRecords implements HostRecords {
     if (tables.hosts.has(host.id)) throw new Error(`host id ${host.id} already exists`);
     const existingId = tables.hostIdByThumbprint.get(host.thumbprint);
     if (existingId !== undefined) return { host: copy(tables.hosts.get(existingId)!), created: false };
+    const urlOwnerId = host.jwksUrl === undefined ? undefined : tables.hostIdByJwksUrl.get(host.jwksUrl);
+    if (urlOwnerId !== undefined) return { host: copy(tables.hosts.get(urlOwnerId)!), created: false };
     tables.hosts.set(host.id, copy(host));
     tables.hostIdByThumbprint.set(host.thumbprint, host.id);
+    if (host.jwksUrl !== undefined) tables.hostIdByJwksUrl.set(host.jwksUrl, host.id);
     return { host: copy(host), created: true };
   }
 

@@ -57,6 +57,7 @@ export class MemoryPendingIndex implements PendingIndex {
     tables.hostAgentIds.delete(hostId);
     tables.hostPending.delete(hostId);
     if (tables.hostIdByThumbprint.get(host.thumbprint) === hostId) tables.hostIdByThumbprint.delete(host.thumbprint);
+    if (host.jwksUrl !== undefined && tables.hostIdByJwksUrl.get(host.jwksUrl) === hostId) tables.hostIdByJwksUrl.delete(host.jwksUrl);
     await this.untrackPending('host', hostId);
     return true;
   }

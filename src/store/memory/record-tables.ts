@@ -23,6 +23,7 @@ export class RecordTables {
   readonly #now: () => number;
   readonly hosts = new Map<string, HostRecord>();
   readonly hostIdByThumbprint = new Map<string, string>();
+  readonly hostIdByJwksUrl = new Map<string, string>();
   readonly hostAgentIds = new Map<string, Set<string>>();
   /** hostId -> (agent id -> approval deadline ms): the pending slots, as the Redis sorted set. */
   readonly hostPending = new Map<string, Map<string, number>>();

@@ -2,7 +2,7 @@
 // index (one key per thumbprint, in its own slot), and the set of the host's agents, which the
 // agent records' admission script writes (agent-records.ts) in the host's slot.
 import type { HostRecord, HostStatus } from '../../domain/types.ts';
-import { assertTaggable, isTaggable } from '../checks.ts';
+import { assertTaggable, isTaggable, jwksUrlKey } from '../checks.ts';
 import type { HostPatch, HostRecords, HostUpdate } from '../store.ts';
 import { decodeHost, encodeHost, encodeHostPatch } from './codec.ts';
 import { rotateHostKeyInRedis } from './host-rotation.ts';
@@ -28,6 +28,14 @@ export class RedisHostRecords extends RedisRole implements HostRecords {
     return host?.thumbprint === thumbprint ? host : null;
   }
 
+  /** Resolves through the URL index, then confirms the host still has that URL (as above). */
+  async findHostByJwksUrl(jwksUrl: string): Promise<HostRecord | null> {
+    const hostId = await this.redis.connection.get(this.redis.keys.hostByJwksUrl(jwksUrlKey(jwksUrl)));
+    if (hostId === null) return null;
+    const host = await this.getHost(hostId);
+    return host?.jwksUrl === jwksUrl ? host : null;
+  }
+
   /**
    * Writes the host hash first (under its fresh id, which nobody else knows), then claims the
    * thumbprint index with SET NX. This order means the index only ever points at a complete host:
@@ -45,7 +53,8 @@ export class RedisHostRecords extends RedisRole implements HostRecords {
     const indexKey = keys.hostByThumbprint(host.thumbprint);
     for (let attempt = 1; attempt <= THUMBPRINT_CLAIM_ATTEMPTS; attempt++) {
       if ((await connection.set(indexKey, host.id, 'NX')) === 'OK') {
-        return { host: decodeHost(encodeHost(host)), created: true };
+        if (host.jwksUrl === undefined) return { host: decodeHost(encodeHost(host)), created: true };
+        return this.claimJwksUrl(host, hostKey, indexKey);
       }
       const existing = await this.findHostByThumbprint(host.thumbprint);
       if (existing) {
@@ -58,6 +67,23 @@ export class RedisHostRecords extends RedisRole implements HostRecords {
     throw new Error(
       `host thumbprint ${host.thumbprint} is held by a host that does not use it (a rotation in flight or interrupted); retry later`,
     );
+  }
+
+  /**
+   * The second index of a JWKS host, claimed after the thumbprint's: a URL names one host whichever
+   * of its keys signs, so when another host holds it, both our claims are released and that host
+   * returned, as for a thumbprint. Until this claim the host is reachable by its thumbprint only,
+   * which is the key it signed its registration with: nothing it could not reach anyway.
+   */
+  private async claimJwksUrl(host: HostRecord, hostKey: string, thumbprintIndexKey: string): Promise<{ host: HostRecord; created: boolean }> {
+    const { connection, scripts, keys } = this.redis;
+    const urlIndexKey = keys.hostByJwksUrl(jwksUrlKey(host.jwksUrl!));
+    if ((await connection.set(urlIndexKey, host.id, 'NX')) === 'OK') return { host: decodeHost(encodeHost(host)), created: true };
+    const owner = await this.findHostByJwksUrl(host.jwksUrl!);
+    await scripts.agentgateDeleteIfValue(thumbprintIndexKey, host.id);
+    await connection.del(hostKey);
+    if (!owner) throw new Error('the JWKS URL is held by a host that does not use it; retry later');
+    return { host: owner, created: false };
   }
 
   async updateHost(hostId: string, patch: HostPatch, fromStatuses?: readonly HostStatus[]): Promise<HostUpdate> {

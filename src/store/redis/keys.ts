@@ -34,6 +34,8 @@ export interface KeyLayout {
   hostAgentKey(hostId: string, agentKeyThumbprint: string): string;
   /** Host key thumbprint -> hostId: how a host JWT's `iss` finds its host. */
   hostByThumbprint(thumbprint: string): string;
+  /** A hash of a JWKS URL -> hostId: how a JWKS host is found after it signs with a new key. */
+  hostByJwksUrl(urlKey: string): string;
   /** Replay record of a host JWT, partitioned by the host key thumbprint. */
   hostJti(thumbprint: string, jti: string): string;
   /** User-code lookup key -> agent id (expires with the approval). */
@@ -113,6 +115,7 @@ export function keyLayout(prefix: string): KeyLayout {
     hostPendingAgents: (hostId) => `${hostTag(hostId)}:pending`,
     hostAgentKey: (hostId, agentKeyThumbprint) => `${hostTag(hostId)}:agentkey:${agentKeyThumbprint}`,
     hostByThumbprint: (thumbprint) => `${prefix}hostkey:{${thumbprint}}`,
+    hostByJwksUrl: (urlKey) => `${prefix}hostjwks:{${urlKey}}`,
     hostJti: (thumbprint, jti) => `${prefix}hostjti:{${thumbprint}}:${jti}`,
     userCode: (lookupKey) => `${prefix}ucode:{${lookupKey}}`,
     sharedSecret: (name) => `${prefix}secret:${name}`,

@@ -3,7 +3,7 @@
 // removals, each one script in the record's slot and then one in its host's or thumbprint's; and
 // the approval page's user-code index, one key per code that expires with the approval (a lookup
 // by code comes before anyone knows the agent, so it cannot live in the agent's slot).
-import { assertFiniteMs, assertTaggable, isTaggable } from '../checks.ts';
+import { assertFiniteMs, assertTaggable, isTaggable, jwksUrlKey } from '../checks.ts';
 import type { PendingIndex, PendingKind } from '../store.ts';
 import { msString } from './codec.ts';
 import { RedisRole } from './parts.ts';
@@ -40,11 +40,13 @@ export class RedisPendingIndex extends RedisRole implements PendingIndex {
   async removeStalePendingHost(hostId: string, createdBeforeMs: number): Promise<boolean> {
     if (!isTaggable(hostId)) return false;
     const { scripts, keys: k } = this.redis;
-    const thumbprint = (await scripts.agentgateRemoveStalePendingHost(
+    const removed = (await scripts.agentgateRemoveStalePendingHost(
       k.host(hostId), k.hostAgents(hostId), k.hostPendingAgents(hostId), msString(createdBeforeMs, 'createdBeforeMs'),
-    )) as string | null;
-    if (thumbprint === null) return false;
+    )) as [string, string] | null;
+    if (removed === null) return false;
+    const [thumbprint, jwksUrl] = removed;
     await scripts.agentgateDeleteIfValue(k.hostByThumbprint(thumbprint), hostId);
+    if (jwksUrl !== '') await scripts.agentgateDeleteIfValue(k.hostByJwksUrl(jwksUrlKey(jwksUrl)), hostId);
     await this.untrackPending('host', hostId);
     return true;
   }

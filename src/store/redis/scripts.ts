@@ -387,17 +387,17 @@ return 1
 
 /**
  * Removes a host that waited too long, only if still pending, old enough and without agents.
- * KEYS: host, host agent set, host pending set. ARGV: created-before ms. Returns its thumbprint
- * when it deleted, false otherwise.
+ * KEYS: host, host agent set, host pending set. ARGV: created-before ms. Returns {thumbprint,
+ * JWKS URL or ''} when it deleted (the caller releases their indexes), false otherwise.
  */
 const REMOVE_STALE_PENDING_HOST: ScriptDefinition = {
   numberOfKeys: 3,
   lua: `
-local host = redis.call('HMGET', KEYS[1], 'status', 'createdAtMs', 'thumbprint')
+local host = redis.call('HMGET', KEYS[1], 'status', 'createdAtMs', 'thumbprint', 'jwksUrl')
 if host[1] ~= 'pending' or not host[2] or tonumber(host[2]) >= tonumber(ARGV[1]) then return false end
 if redis.call('SCARD', KEYS[2]) > 0 then return false end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-return host[3]
+return {host[3], host[4] or ''}
 `,
 };
 

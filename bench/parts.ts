@@ -28,7 +28,7 @@ try {
   const audience = server.config.executeUrl;
   const signer = [{ id: agent.id, privateKey: KeyObject.from(agent.key.privateKey as Parameters<typeof KeyObject.from>[0]), hostThumbprint: agent.host.thumbprint }];
   const snapshot = (await deps.store.getAgent(agent.id))!;
-  const key = await deps.keys.put(agent.id, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
+  const key = await deps.keys.put(snapshot.agent);
   const roundTrip = (counters: boolean) => {
     const budgets = counters ? deps.limits.callerSpend(agent.id, key.hostId, 1) : null;
     return deps.store.executeRoundTrip({

@@ -9,6 +9,10 @@ import { AgentAuthenticator } from './auth/agent-auth.ts';
 import { HostAuthenticator, type AuthSettings } from './auth/host-auth.ts';
 import { chooseEd25519Verifier } from './auth/ed25519-verify.ts';
 import { AgentKeyCache } from './auth/key-cache.ts';
+import type { CallerBudgets } from './auth/budgets.ts';
+import { JwksCache, JWKS_CACHE_DEFAULTS } from './auth/jwks-cache.ts';
+import { fetchJwks, JWKS_FETCH_DEFAULTS, type JwksFetchSettings } from './auth/jwks-fetch.ts';
+import { JwksKeys } from './auth/jwks-keys.ts';
 import { KeyImporter } from './auth/keys.ts';
 import type { Clock } from './common/clock.ts';
 import type { Config } from './config.ts';
@@ -42,6 +46,7 @@ import type { ReloadOutcome } from './policy/reloader.ts';
 import type { PolicyEngine } from './policy/types.ts';
 import { createRateLimits } from './ratelimit/limits.ts';
 import { callerBudgets } from './services/budgets.ts';
+import { moveJwksHostKey } from './services/hosts.ts';
 import type { ServiceDeps } from './services/deps.ts';
 import { passkeySettingsFor } from './people/passkeys.ts';
 import { PersonSessions } from './people/sessions.ts';
@@ -64,12 +69,37 @@ type AppDependencies = Pick<ServiceDeps, 'config' | 'store' | 'clock' | 'policy'
     oidc?: OidcSignIn | undefined;
     /** Where metrics are recorded; absent: made from config (off unless METRICS_TOKEN or METRICS_PORT). */
     metrics?: Metrics;
+    /** Tests only: the CA their local JWKS servers use, and a resolver for their names. */
+    jwksFetch?: JwksFetchTestSettings | undefined;
   };
+
+/** What a test may change of JWKS fetching: whom TLS trusts and how names resolve, nothing about the address rules. */
+export type JwksFetchTestSettings = Pick<JwksFetchSettings, 'ca' | 'lookup'>;
 
 interface App {
   app: Express;
   deps: ServiceDeps;
   metrics: Metrics;
+}
+
+/** Keys at JWKS URLs (auth/jwks-keys.ts): the SSRF-safe fetcher behind the bounded cache, as configured. */
+function jwksKeysFor(config: Config, clock: Clock, budgets: CallerBudgets, testSettings: JwksFetchTestSettings | undefined): JwksKeys {
+  const fetchSettings: JwksFetchSettings = {
+    ...JWKS_FETCH_DEFAULTS,
+    timeoutMs: config.JWKS_FETCH_TIMEOUT_MS,
+    connectTimeoutMs: Math.min(JWKS_FETCH_DEFAULTS.connectTimeoutMs, config.JWKS_FETCH_TIMEOUT_MS),
+    allowedPrivateRanges: config.INSECURE_JWKS_ALLOWED_PRIVATE_RANGES,
+    ...testSettings,
+  };
+  const cache = new JwksCache({
+    ...JWKS_CACHE_DEFAULTS,
+    fetch: (url) => fetchJwks(url, fetchSettings),
+    now: () => clock.nowMs(),
+    ttlMs: config.JWKS_CACHE_TTL_SECONDS * 1000,
+    staleMs: config.JWKS_CACHE_STALE_SECONDS * 1000,
+    maxFetchesPerMinute: config.JWKS_FETCHES_PER_MINUTE,
+  });
+  return new JwksKeys({ source: cache, algorithms: config.ALGORITHMS, spendFetch: budgets.jwksFetch });
 }
 
 function buildApp(input: AppDependencies): App {
@@ -106,6 +136,7 @@ function buildApp(input: AppDependencies): App {
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
   input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
   const budgets = callerBudgets(input.limits);
+  const jwks = jwksKeysFor(config, clock, budgets, input.jwksFetch);
   const deps: ServiceDeps = {
     config,
     store,
@@ -122,11 +153,13 @@ function buildApp(input: AppDependencies): App {
     ...(input.rollout ? { rollout: input.rollout } : {}),
     ...(input.readPolicyArtefact ? { readPolicyArtefact: input.readPolicyArtefact } : {}),
     keys,
+    jwks,
     limits: input.limits,
     ...(input.reloadPolicy ? { reloadPolicy: input.reloadPolicy } : {}),
     ...(input.reloadOperators ? { reloadOperators: input.reloadOperators } : {}),
-    hostAuth: new HostAuthenticator({ store, clock, settings, budgets, importer }),
-    agentAuth: new AgentAuthenticator({ store, clock, settings, keys, budgets }),
+    // A JWKS host's key moves through the use case that tells its agents (`deps` is complete by the time a request calls it).
+    hostAuth: new HostAuthenticator({ store, clock, settings, budgets, importer, jwks, moveJwksKey: (host, next) => moveJwksHostKey(deps, host, next) }),
+    agentAuth: new AgentAuthenticator({ store, clock, settings, keys, budgets, jwks }),
     runCapability: input.runCapability ?? createCapabilityRunner({ maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES }),
   };
 
@@ -178,6 +211,8 @@ interface AssemblyOptions {
   clock?: Clock;
   /** Default: the catalog CAPABILITIES_FILE names. Tests give definitions of their own. */
   catalog?: Catalog;
+  /** Tests only: the CA of their local JWKS servers, and how their names resolve. */
+  jwksFetch?: JwksFetchTestSettings;
 }
 
 /** An assembled agentgate: the app and the parts whoever serves it starts, reloads and stops. */
@@ -272,6 +307,7 @@ export async function assembleService(config: Config, options: AssemblyOptions):
     rollout: { candidates, disagreements },
     readPolicyArtefact: () => engine.readArtefact(),
     ...(notifier ? { notifier } : {}),
+    jwksFetch: options.jwksFetch,
   });
   let stopCleanup = (): void => {};
   return {

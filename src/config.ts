@@ -3,6 +3,7 @@
 import { accessSync, constants as fsConstants } from 'node:fs';
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { parseCidr } from './auth/jwks-fetch.ts';
 import { compileRedaction } from './policy/redaction.ts';
 
 /** true/false, 1/0, yes/no, on/off, enabled/disabled (any case); anything else is refused. */
@@ -344,6 +345,30 @@ const objectSchema = z
     RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR: integerIn(1, 10_000_000).default(10),
     /** CIBA requests one host may send per hour, to anyone; more are refused with 429. */
     RATE_LIMIT_CIBA_PER_HOST_PER_HOUR: integerIn(1, 10_000_000).default(60),
+
+    /** A fetched JWKS answers for this long before it is refetched (docs/clients.md, keys at a JWKS URL). */
+    JWKS_CACHE_TTL_SECONDS: seconds(10, 86_400).default(300),
+    /**
+     * After the TTL, a cached JWKS still answers for this long while one refresh runs. A key removed
+     * from a JWKS stops verifying within JWKS_CACHE_TTL_SECONDS plus this.
+     */
+    JWKS_CACHE_STALE_SECONDS: seconds(0, 3600).default(60),
+    /** How long one JWKS fetch may take in all (connect, TLS, redirects, body). */
+    JWKS_FETCH_TIMEOUT_MS: integerIn(500, 30_000).default(5000),
+    /** JWKS fetches this instance starts per minute, all URLs together; beyond it a fetch is refused (401/400), never queued. */
+    JWKS_FETCHES_PER_MINUTE: integerIn(1, 100_000).default(60),
+    /** JWKS fetches one host's requests may cause per hour (a registration naming a new URL, a kid the cache lacks); more get 429. */
+    RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: integerIn(1, 10_000_000).default(60),
+    /**
+     * Private, loopback or link-local networks (comma-separated CIDRs) a JWKS may be fetched from,
+     * for hosts that publish keys inside the operator's network. Empty by default: every such
+     * address is refused, since a URL a caller names is otherwise a way into that network.
+     */
+    INSECURE_JWKS_ALLOWED_PRIVATE_RANGES: z
+      .string()
+      .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+      .pipe(z.array(z.string().refine((entry) => parseCidr(entry) !== null, 'must be a CIDR network, e.g. 10.20.0.0/16 or fd00::/8')).max(64))
+      .default([]),
 
     /** Server processes sharing the port (Node cluster). More than 1 needs a Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS). */
     WORKERS: integerIn(1, 64).default(1),

@@ -9,6 +9,7 @@ import { noteAgent } from '../request-context.ts';
 import type { AgentRecords, ReplayRecords } from '../store/store.ts';
 import type { AuthSettings } from './host-auth.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, ed25519SignatureVerifies, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
+import type { JwksKeys } from './jwks-keys.ts';
 import type { AgentKeyCache, CachedAgentKey } from './key-cache.ts';
 
 export interface VerifiedAgent {
@@ -25,6 +26,7 @@ interface AgentAuthDeps {
   settings: AuthSettings;
   keys: AgentKeyCache;
   budgets: CallerBudgets;
+  jwks: JwksKeys;
 }
 
 export class AgentAuthenticator {
@@ -59,8 +61,9 @@ export class AgentAuthenticator {
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
     const { agent } = snapshot;
     const cached = this.#deps.keys.get(agentId);
-    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.#deps.keys.put(agentId, agent.publicJwk, agent.keyVersion, agent.hostId);
+    const key = cached?.keyVersion === agent.keyVersion ? cached : await this.#deps.keys.put(agent);
     await verifySignature(decoded, key);
+    if (key.jwks) await this.#stillPublished(key);
     // The signature proves who calls: from here the request's access line names the agent.
     noteAgent(agentId, agent.hostId);
     assertIssuer(decoded.claims, agent.hostThumbprint);
@@ -88,7 +91,7 @@ export class AgentAuthenticator {
     if (cached?.alg === 'EdDSA') {
       if (ed25519SignatureVerifies(decoded, cached)) {
         noteAgent(agentId, cached.hostId);
-        return cached;
+        return cached.jwks ? this.#stillPublished(cached) : cached;
       }
       // Refused: the key may be stale, so the stored one is tried (as below, for a refused signature).
       this.#deps.keys.invalidate(agentId);
@@ -103,7 +106,7 @@ export class AgentAuthenticator {
       try {
         await verifySignature(decoded, cached);
         noteAgent(agentId, cached.hostId);
-        return cached;
+        return cached.jwks ? this.#stillPublished(cached) : cached;
       } catch (err) {
         // Only a refused signature means the key may be stale; anything else (a 503) stands.
         if (!(err instanceof ApiError) || err.code !== 'invalid_jwt') throw err;
@@ -117,11 +120,27 @@ export class AgentAuthenticator {
   async #verifyWithStoredKey(agentId: string, decoded: DecodedJwt, refused: CachedAgentKey | undefined): Promise<CachedAgentKey> {
     const snapshot = await this.#deps.store.getAgent(agentId);
     if (!snapshot) throw new ApiError('invalid_jwt', 'agent JWT names an unknown agent');
-    const fresh = await this.#deps.keys.put(agentId, snapshot.agent.publicJwk, snapshot.agent.keyVersion, snapshot.agent.hostId);
+    const fresh = await this.#deps.keys.put(snapshot.agent);
     if (refused?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
     await verifySignature(decoded, fresh);
     noteAgent(agentId, fresh.hostId);
-    return fresh;
+    return fresh.jwks ? this.#stillPublished(fresh) : fresh;
+  }
+
+  /**
+   * A key delivered by a JWKS URL verifies only while the URL still publishes it under its kid
+   * (protocol §5.1). A cached set answers without waiting on a fetch, so the hot path waits only
+   * when the set is past its stale window; a key removed from the JWKS stops verifying at the
+   * latest when the cached set it was read from expires (jwks-cache.ts: ttl plus stale window).
+   * Anything but "still published" refuses the token: fail closed.
+   */
+  async #stillPublished(key: CachedAgentKey): Promise<CachedAgentKey> {
+    const { url, kid, thumbprint } = key.jwks!;
+    const found = await this.#deps.jwks.published(url, kid, thumbprint);
+    if (found.kind === 'published') return key;
+    if (found.kind === 'removed') throw new ApiError('invalid_jwt', "the agent's key is no longer published at its JWKS URL");
+    if (found.kind === 'changed') throw new ApiError('invalid_jwt', "the agent's JWKS URL now publishes another key under its kid; register the agent again");
+    throw new ApiError('invalid_jwt', `the agent's JWKS URL could not be read: ${found.reason}`);
   }
 
   /** Drops a cached key the store says is stale (another instance rotated it). */

@@ -6,4 +6,6 @@ export interface CallerBudgets {
   host(hostId: string, budget: 'host' | 'status'): Promise<void>;
   /** An agent whose token is used up (jti recorded), and its host. */
   agent(agentId: string, hostId: string): Promise<void>;
+  /** A host (by id, or an unknown one by thumbprint) whose request may make us fetch a JWKS. */
+  jwksFetch(callerKey: string): Promise<void>;
 }

@@ -8,6 +8,7 @@ import type { CallerBudgets } from './budgets.ts';
 import { noteHost } from '../request-context.ts';
 import type { HostRecords, ReplayRecords } from '../store/store.ts';
 import { checkAudience, checkTimeAndJti, decodeJwt, jtiTtlMs, timeRulesAt, verifySignature, type DecodedJwt } from './jwt.ts';
+import { parseJwksUrl, parseKid, type JwksKeys } from './jwks-keys.ts';
 import { jwkThumbprint, parsePublicJwk, type KeyImporter } from './keys.ts';
 
 /** A base64url SHA-256 thumbprint: 43 characters (braces could never reach a Redis hash tag). */
@@ -26,8 +27,10 @@ export interface VerifiedHost {
   /** The stored host, or null for an unknown host whose self-signed JWT verified (register only). */
   host: HostRecord | null;
   thumbprint: string;
-  /** The key an unknown host presented in `host_public_key`. */
+  /** The key an unknown host presented (`host_public_key`, or its JWKS's key under the header kid). */
   presentedJwk: PublicJwk | null;
+  /** The JWKS URL an unknown host presented its key by; absent for an inline key. */
+  presentedJwksUrl?: string;
   claims: Record<string, unknown>;
 }
 
@@ -45,6 +48,12 @@ export interface HostAuthOptions {
   limit?: 'host' | 'status';
 }
 
+/**
+ * Moves a JWKS host's stored key to the one it now signs with (the use cases' rotation, which also
+ * tells the host's agents): injected, since who is calling is decided below the use cases.
+ */
+export type JwksKeyMove = (host: HostRecord, next: { thumbprint: string; publicJwk: PublicJwk }) => Promise<HostRecord>;
+
 /** What a host's token is checked against, and what a known host spends. */
 interface HostAuthDeps {
   store: HostRecords & ReplayRecords;
@@ -52,6 +61,8 @@ interface HostAuthDeps {
   settings: AuthSettings;
   budgets: CallerBudgets;
   importer: KeyImporter;
+  jwks: JwksKeys;
+  moveJwksKey: JwksKeyMove;
 }
 
 export class HostAuthenticator {
@@ -69,16 +80,28 @@ export class HostAuthenticator {
     if (typeof iss !== 'string' || !THUMBPRINT.test(iss)) throw new ApiError('invalid_jwt', 'host JWT iss must be the host key thumbprint');
     checkAudience(claims, [this.#deps.settings.issuer]);
     const { jti } = checkTimeAndJti(claims, this.timeRules());
+    const delivery = keyDeliveryOf(claims);
 
-    const host = await this.#deps.store.findHostByThumbprint(iss);
+    let host = await this.#deps.store.findHostByThumbprint(iss);
     let presentedJwk: PublicJwk | null = null;
+    let presentedJwksUrl: string | undefined;
     if (host) {
-      await verifySignature(decoded, await this.#deps.importer.import(host.publicJwk));
+      assertSameDelivery(host, delivery);
+      const key = host.jwksUrl === undefined ? host.publicJwk : await this.jwksKey(host.jwksUrl, decoded, iss, host.id);
+      await verifySignature(decoded, await this.#deps.importer.import(key));
       // The signature proves which host calls: from here the request's access line names it.
       noteHost(host.id);
     } else {
-      presentedJwk = await this.verifySelfSigned(decoded, iss);
-      if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
+      // Protocol §5.2 step 4: a JWKS host that signs with a key it published since is found by its URL.
+      const byUrl = delivery.kind === 'jwks' ? await this.#deps.store.findHostByJwksUrl(delivery.url) : null;
+      if (byUrl) {
+        host = await this.verifyRotatedJwksHost(byUrl, decoded, iss);
+        noteHost(host.id);
+      } else {
+        presentedJwk = await this.verifySelfSigned(decoded, iss, delivery);
+        if (delivery.kind === 'jwks') presentedJwksUrl = delivery.url;
+        if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
+      }
     }
     // Recorded only after the signature verified, so a forgery cannot burn a real host's jti.
     if (!(await this.#deps.store.recordHostJti(iss, jti, jtiTtlMs(this.#deps.settings)))) {
@@ -89,23 +112,79 @@ export class HostAuthenticator {
       const refusal = host.status === 'revoked' && options.allowRevoked === true ? null : hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
     }
-    return { host, thumbprint: iss, presentedJwk, claims };
+    return { host, thumbprint: iss, presentedJwk, ...(presentedJwksUrl !== undefined ? { presentedJwksUrl } : {}), claims };
   }
 
-  /** An unknown host proves possession of `host_public_key`, whose thumbprint must be `iss`. */
-  private async verifySelfSigned(decoded: DecodedJwt, iss: string): Promise<PublicJwk> {
-    const { claims } = decoded;
-    if (claims.host_public_key === undefined) {
-      if (claims.host_jwks_url !== undefined) throw new ApiError('invalid_request', 'host_jwks_url is not supported; send host_public_key');
-      throw new ApiError('invalid_jwt', 'unknown host: the JWT must carry host_public_key');
-    }
-    const { jwk } = parsePublicJwk(claims.host_public_key, this.#deps.settings.algorithms, 'host_public_key');
-    if (jwkThumbprint(jwk) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of host_public_key');
+  /** An unknown host proves possession of the key it presents, whose thumbprint must be `iss`. */
+  private async verifySelfSigned(decoded: DecodedJwt, iss: string, delivery: KeyDelivery): Promise<PublicJwk> {
+    let jwk: PublicJwk;
+    if (delivery.kind === 'inline') jwk = parsePublicJwk(delivery.jwk, this.#deps.settings.algorithms, 'host_public_key').jwk;
+    else if (delivery.kind === 'jwks') jwk = await this.jwksKey(delivery.url, decoded, iss, iss);
+    else throw new ApiError('invalid_jwt', 'unknown host: the JWT must carry host_public_key or host_jwks_url');
+    if (jwkThumbprint(jwk) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of the host key');
     await verifySignature(decoded, await this.#deps.importer.import(jwk));
     return jwk;
   }
 
+  /**
+   * The key a JWKS host's JWT names by its header kid, which must be the key `iss` names.
+   * `callerKey` is whose fetch budget a fetch spends: the host's id, or an unknown host's thumbprint.
+   */
+  private async jwksKey(url: string, decoded: DecodedJwt, iss: string, callerKey: string): Promise<PublicJwk> {
+    const kid = parseKid(decoded.header.kid, 'a JWT of a host whose keys are at a JWKS URL: the header kid', 'invalid_jwt');
+    const key = await this.#deps.jwks.resolve(url, kid, { callerKey, label: 'the host\'s JWKS URL', code: 'invalid_jwt' });
+    if (jwkThumbprint(key) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of the key its kid names');
+    return key;
+  }
+
+  /**
+   * A JWKS host signing with a key other than the stored one (protocol §5.5: publishing a key is
+   * how it rotates). The key must be published under the header kid and verify the token. The stored
+   * key moves to it only once the stored one is no longer published: while both are, either may
+   * sign, and the record is not rewritten back and forth.
+   */
+  private async verifyRotatedJwksHost(host: HostRecord, decoded: DecodedJwt, iss: string): Promise<HostRecord> {
+    const url = host.jwksUrl!;
+    const key = await this.jwksKey(url, decoded, iss, host.id);
+    await verifySignature(decoded, await this.#deps.importer.import(key));
+    const storedKid = host.publicJwk.kid;
+    const stored = storedKid === undefined ? ({ kind: 'removed' } as const) : await this.#deps.jwks.published(url, storedKid, host.thumbprint);
+    if (stored.kind === 'removed' || stored.kind === 'changed') return this.#deps.moveJwksKey(host, { thumbprint: iss, publicJwk: key });
+    return host;
+  }
+
   private timeRules() {
     return timeRulesAt(this.#deps.clock.nowMs(), this.#deps.settings);
+  }
+}
+
+/** How a host JWT delivers its key (protocol §5.2): inline, by a JWKS URL, or not at all (a known host may omit it). */
+type KeyDelivery = { kind: 'inline'; jwk: unknown } | { kind: 'jwks'; url: string } | { kind: 'none' };
+
+function keyDeliveryOf(claims: Record<string, unknown>): KeyDelivery {
+  const inline = claims.host_public_key !== undefined;
+  const jwks = claims.host_jwks_url !== undefined;
+  if (inline && jwks) throw new ApiError('invalid_request', 'a host JWT carries host_public_key or host_jwks_url, not both');
+  if (inline) return { kind: 'inline', jwk: claims.host_public_key };
+  if (jwks) return { kind: 'jwks', url: parseJwksUrl(claims.host_jwks_url, 'host_jwks_url') };
+  return { kind: 'none' };
+}
+
+/**
+ * Protocol §5.1: the key delivery mode is fixed at registration. A host that registered inline and
+ * now names a JWKS URL, or the reverse, or another URL than its own, is refused: it must register
+ * again as a new host, since otherwise whoever controls the new URL would take over the old identity.
+ */
+function assertSameDelivery(host: HostRecord, delivery: KeyDelivery): void {
+  if (delivery.kind === 'none') return;
+  const stored = host.jwksUrl === undefined ? 'an inline key' : 'a JWKS URL';
+  if (delivery.kind === 'jwks' && host.jwksUrl === undefined) {
+    throw new ApiError('invalid_request', `this host registered with ${stored}; the key delivery mode is fixed at registration (register a new host to use host_jwks_url)`);
+  }
+  if (delivery.kind === 'inline' && host.jwksUrl !== undefined) {
+    throw new ApiError('invalid_request', `this host registered with ${stored}; the key delivery mode is fixed at registration (send host_jwks_url, not host_public_key)`);
+  }
+  if (delivery.kind === 'jwks' && delivery.url !== host.jwksUrl) {
+    throw new ApiError('invalid_request', 'host_jwks_url is not the URL this host registered with; the key delivery is fixed at registration');
   }
 }

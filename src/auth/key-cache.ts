@@ -2,14 +2,22 @@
 // cannot be cached, but the key import and the Redis read that finds the key can. Entries are
 // bounded in number and age and dropped when any instance rotates or revokes the agent (pub/sub).
 import type { Clock } from '../common/clock.ts';
-import type { PublicJwk } from '../domain/types.ts';
+import type { AgentRecord } from '../domain/types.ts';
 import type { KeyImporter, VerifyKey } from './keys.ts';
 
 export type CachedAgentKey = VerifyKey & {
   agentId: string;
   hostId: string;
   keyVersion: number;
+  /**
+   * For a key delivered by a JWKS URL: where it is published, under which kid, and its thumbprint.
+   * The key verifies only while that URL still publishes it (agent-auth.ts checks on every use).
+   */
+  jwks: { url: string; kid: string; thumbprint: string } | undefined;
 };
+
+/** What the cache needs of an agent's record to cache its key. */
+export type AgentKeyRecord = Pick<AgentRecord, 'id' | 'hostId' | 'publicJwk' | 'keyVersion' | 'keyThumbprint' | 'jwksUrl'>;
 
 /** What a lookup found: a live entry, none, or one past its TTL (dropped). For metrics and debug lines. */
 type KeyCacheLookup = 'hit' | 'absent' | 'expired';
@@ -54,9 +62,12 @@ export class AgentKeyCache {
     return entry.value;
   }
 
-  /** Imports and caches the key; with a zero-sized cache it only imports. */
-  async put(agentId: string, jwk: PublicJwk, keyVersion: number, hostId: string): Promise<CachedAgentKey> {
-    const value: CachedAgentKey = { ...(await this.importer.import(jwk)), agentId, hostId, keyVersion };
+  /** Imports and caches the agent's key; with a zero-sized cache it only imports. */
+  async put(agent: AgentKeyRecord): Promise<CachedAgentKey> {
+    const agentId = agent.id;
+    // Every entry has the same members (jwks undefined for an inline key): the hot path reads one shape.
+    const jwks = agent.jwksUrl === undefined ? undefined : { url: agent.jwksUrl, kid: agent.publicJwk.kid ?? '', thumbprint: agent.keyThumbprint };
+    const value: CachedAgentKey = { ...(await this.importer.import(agent.publicJwk)), agentId, hostId: agent.hostId, keyVersion: agent.keyVersion, jwks };
     if (this.maxEntries === 0 || this.ttlMs === 0) return value;
     // Map keeps insertion order, so the first key is the oldest entry: evict it when full.
     if (this.entries.size >= this.maxEntries && !this.entries.has(agentId)) {

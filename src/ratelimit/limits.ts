@@ -12,7 +12,7 @@ import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 import type { CounterCount, CounterSpend } from '../store/store.ts';
 
-export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession', 'cibaPerson', 'cibaHost'] as const;
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession', 'cibaPerson', 'cibaHost', 'jwksFetch'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 /** Wrong user codes one session may enter per window before it must wait. */
@@ -39,6 +39,8 @@ function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     // Protocol §11.5 (CIBA: rate limits, notification fatigue): requests that would tell one person, and that one host sends (services/approvals/ciba.ts).
     cibaPerson: { points: config.RATE_LIMIT_CIBA_PER_PERSON_PER_HOUR, durationSeconds: 3600 },
     cibaHost: { points: config.RATE_LIMIT_CIBA_PER_HOST_PER_HOUR, durationSeconds: 3600 },
+    // JWKS fetches one host may cause (auth/jwks-keys.ts), so no host can spend the fetch budget every other host's rotation needs.
+    jwksFetch: { points: config.RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR, durationSeconds: 3600 },
   };
 }
 

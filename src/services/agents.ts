@@ -222,6 +222,11 @@ export async function rotateAgentKey(deps: AgentDeps, token: string | null, agen
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
   const before = await ownedAgent(deps, verified, agentId);
+  // Protocol §5.1: the delivery mode is fixed at registration; a JWKS agent's key is whatever its
+  // URL publishes under its kid, so an inline key cannot replace it.
+  if (before.agent.jwksUrl !== undefined) {
+    throw new ApiError('invalid_request', "this agent's key is delivered by a JWKS URL, fixed at registration: register a new agent for another key");
+  }
   const hostId = before.agent.hostId;
   const thumbprint = jwkThumbprint(jwk);
   const claim = await deps.store.claimAgentKey(hostId, agentId, thumbprint);

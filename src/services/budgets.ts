@@ -19,6 +19,7 @@ export function callerBudgets(limits: RateLimits): CallerBudgets {
     agent: async (agentId, hostId) => {
       await Promise.all([limits.consume('agent', agentId), limits.consume('host', hostId)]);
     },
+    jwksFetch: (callerKey) => limits.consume('jwksFetch', callerKey),
   };
 }
 

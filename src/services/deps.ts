@@ -1,6 +1,7 @@
 // What the use cases need, passed explicitly by the composition root (src/app.ts).
 import type { AgentAuthenticator } from '../auth/agent-auth.ts';
 import type { HostAuthenticator } from '../auth/host-auth.ts';
+import type { JwksKeys } from '../auth/jwks-keys.ts';
 import type { AgentKeyCache } from '../auth/key-cache.ts';
 import type { Clock } from '../common/clock.ts';
 import type { Config } from '../config.ts';
@@ -44,6 +45,8 @@ export interface ServiceDeps {
   hostAuth: HostAuthenticator;
   agentAuth: AgentAuthenticator;
   keys: AgentKeyCache;
+  /** Keys delivered by JWKS URLs (registration reads an agent's from its agent_jwks_url). */
+  jwks: JwksKeys;
   runCapability: CapabilityRunner;
   limits: RateLimits;
   /** Reloads the policy artefact (admin call), or loads the given bytes instead; absent when the engine cannot reload. */

@@ -2,7 +2,7 @@
 // its agents' records, so the execute hot path never reads another hash slot (DESIGN §2, §3).
 import { jwkThumbprint, parsePublicJwk } from '../auth/keys.ts';
 import type { AuditBy } from '../audit/events.ts';
-import type { AgentSnapshot, HostRecord, HostStatus } from '../domain/types.ts';
+import type { AgentSnapshot, HostRecord, HostStatus, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentChange, AgentRecords, HostRecords, PendingIndex, PersonRecords, StoreBackend } from '../store/store.ts';
 import { releasePendingSlot, revokeChange } from './agents.ts';
@@ -96,6 +96,10 @@ export async function revokeHostByToken(deps: HostDeps, token: string | null) {
 export async function rotateHostKey(deps: HostDeps, token: string | null, publicKey: unknown): Promise<HostRecord> {
   const verified = await deps.hostAuth.verify(token, { allowUnknown: false, allowPending: false });
   const host = verified.host!;
+  // Protocol §5.1: the delivery mode is fixed at registration, and a JWKS host rotates by publishing.
+  if (host.jwksUrl !== undefined) {
+    throw new ApiError('invalid_request', 'this host delivers its keys by a JWKS URL: it rotates by publishing a new key there and signing with it');
+  }
   const { jwk } = parsePublicJwk(publicKey, deps.config.ALGORITHMS, 'public_key');
   const thumbprint = jwkThumbprint(jwk);
   if (thumbprint === host.thumbprint) {
@@ -103,12 +107,34 @@ export async function rotateHostKey(deps: HostDeps, token: string | null, public
     await confirmWithdrawal(deps, { hostIds: [host.id] }, 'the key rotation');
     return host;
   }
-  const outcome = await deps.store.rotateHostKey(host.id, host.thumbprint, { thumbprint, publicJwk: jwk, updatedAtMs: deps.clock.nowMs() });
+  return moveHostKey(deps, host, { thumbprint, publicJwk: jwk }, 'rotate_key');
+}
+
+/**
+ * A JWKS host signed with a newly published key while its stored one is no longer published
+ * (auth/host-auth.ts decides that): the stored key moves to the new one, as a rotation would. A
+ * concurrent request that moved it to the same key already is not an error.
+ */
+export async function moveJwksHostKey(deps: HostDeps, host: HostRecord, next: { thumbprint: string; publicJwk: PublicJwk }): Promise<HostRecord> {
+  try {
+    return await moveHostKey(deps, host, next, 'jwks');
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.code !== 'conflict') throw err;
+    const current = await deps.store.getHost(host.id);
+    if (current?.thumbprint === next.thumbprint) return current;
+    throw err;
+  }
+}
+
+/** The one way a host's stored key changes: the record and its index, then its agents' copies. */
+async function moveHostKey(deps: HostDeps, host: HostRecord, next: { thumbprint: string; publicJwk: PublicJwk }, via: 'rotate_key' | 'jwks'): Promise<HostRecord> {
+  const { thumbprint } = next;
+  const outcome = await deps.store.rotateHostKey(host.id, host.thumbprint, { ...next, updatedAtMs: deps.clock.nowMs() });
   if (outcome === 'not_found') throw new ApiError('host_not_found', 'the host does not exist');
   if (outcome === 'taken') throw new ApiError('invalid_request', 'another host already uses this key');
   if (outcome === 'conflict') throw new ApiError('conflict', 'the host key changed concurrently; retry');
   const { agentIds } = await cascadeToAgents(deps, host.id, (s) => (s.agent.hostThumbprint === thumbprint ? null : { set: { hostThumbprint: thumbprint } }));
-  deps.audit.record({ type: 'host.key_rotated', actor: 'host', host_id: host.id });
+  deps.audit.record({ type: 'host.key_rotated', actor: 'host', host_id: host.id, via });
   await confirmWithdrawal(deps, { hostIds: [host.id], agentIds }, 'the key rotation');
   const rotated = await deps.store.getHost(host.id);
   if (!rotated) throw new ApiError('host_not_found', 'the host does not exist');

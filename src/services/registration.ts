@@ -1,5 +1,6 @@
 // POST /agent/register (protocol §4.3): dynamic host registration, idempotent pending retries,
 // (host, agent key) uniqueness, policy-decided grants, approval when consent is needed.
+import { parseJwksUrl, parseKid } from '../auth/jwks-keys.ts';
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
 import { activationClocks, hostRefusal, lifetimeSettings } from '../domain/lifecycle.ts';
 import { checkLiveGrantLimits } from '../domain/limits.ts';
@@ -49,7 +50,8 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
     }
     await deps.limits.consume('unknownHostRegistration', request.clientIp);
   }
-  const agentKey = agentKeyFrom(verified.claims, config.ALGORITHMS);
+  const hostJwksUrl = verified.host?.jwksUrl ?? verified.presentedJwksUrl;
+  const { agentKey, agentJwksUrl } = await agentKeyFrom(deps, verified.claims, { hostJwksUrl, callerKey: verified.host?.id ?? verified.thumbprint });
   const keyThumbprint = jwkThumbprint(agentKey);
   const requests = dedupeRequests(request.capabilities);
   validateRequests(deps, requests);
@@ -60,7 +62,7 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
   let route: ApprovalRoute | undefined;
   const routeFor = async (h: { thumbprint: string; userId?: string | undefined }) => (route ??= await approvalRouteFor(deps, h, mode, request.hints ?? {}));
   if (!verified.host) await routeFor({ thumbprint: verified.thumbprint });
-  let host = verified.host ?? (await createDynamicHost(deps, verified.thumbprint, verified.presentedJwk!, mode, request.hostName, clock.nowMs()));
+  let host = verified.host ?? (await createDynamicHost(deps, { thumbprint: verified.thumbprint, publicJwk: verified.presentedJwk!, jwksUrl: verified.presentedJwksUrl }, mode, request.hostName, clock.nowMs()));
   for (let attempt = 1; ; attempt++) {
     const refusal = hostRefusal(host.status, true);
     if (refusal) throw refusal;
@@ -71,7 +73,7 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
     if (existingId) return retryExisting(deps, existingId, host, clock.nowMs());
     const chosen = await routeFor(host);
     const nowMs = clock.nowMs();
-    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, keyThumbprint, requests, request, nowMs, route: chosen });
+    const snapshot = newAgentSnapshot(deps, { host, mode, agentKey, agentJwksUrl, keyThumbprint, requests, request, nowMs, route: chosen });
     // A host nobody vouched for (anyone can make one) gets a small quota until a person links it.
     const maxAgents = host.userId === undefined ? config.AGENTS_PER_UNLINKED_HOST_MAX : config.AGENTS_PER_HOST_MAX;
     const created = await store.createAgent(snapshot, {
@@ -113,6 +115,7 @@ interface NewAgent {
   host: HostRecord;
   mode: Mode;
   agentKey: PublicJwk;
+  agentJwksUrl: string | undefined;
   keyThumbprint: string;
   requests: RequestedCapability[];
   request: RegisterRequest;
@@ -138,6 +141,7 @@ function newAgentSnapshot(deps: RegistrationDeps, a: NewAgent): AgentSnapshot {
       mode: a.mode,
       status: pending ? 'pending' : 'active',
       publicJwk: a.agentKey,
+      ...(a.agentJwksUrl !== undefined ? { jwksUrl: a.agentJwksUrl } : {}),
       keyThumbprint: a.keyThumbprint,
       keyVersion: 1,
       version: 1,
@@ -157,23 +161,37 @@ function newAgentSnapshot(deps: RegistrationDeps, a: NewAgent): AgentSnapshot {
   };
 }
 
-/** The agent key from the host JWT's registration claims (protocol §5.2). */
-function agentKeyFrom(claims: Record<string, unknown>, algorithms: readonly string[]) {
-  if (claims.agent_public_key === undefined) {
-    if (claims.agent_jwks_url !== undefined) throw new ApiError('invalid_request', 'agent_jwks_url is not supported; send agent_public_key');
-    throw new ApiError('invalid_request', 'the host JWT must carry agent_public_key');
+/**
+ * The agent key from the host JWT's registration claims (protocol §5.2): inline (`agent_public_key`),
+ * or the key its JWKS URL publishes under `agent_kid` (`agent_jwks_url`), read now and kept with its
+ * kid; the URL is fixed with the agent. The host's and the agent's URLs must differ (protocol §5.1):
+ * a host's JWKS says which keys speak for the host, and an agent key there could sign as the host.
+ */
+async function agentKeyFrom(
+  deps: RegistrationDeps, claims: Record<string, unknown>, host: { hostJwksUrl: string | undefined; callerKey: string },
+): Promise<{ agentKey: PublicJwk; agentJwksUrl: string | undefined }> {
+  const inline = claims.agent_public_key !== undefined;
+  if (inline && (claims.agent_jwks_url !== undefined || claims.agent_kid !== undefined)) {
+    throw new ApiError('invalid_request', 'the host JWT carries agent_public_key or agent_jwks_url (with agent_kid), not both');
   }
-  return parsePublicJwk(claims.agent_public_key, algorithms, 'agent_public_key').jwk;
+  if (inline) return { agentKey: parsePublicJwk(claims.agent_public_key, deps.config.ALGORITHMS, 'agent_public_key').jwk, agentJwksUrl: undefined };
+  if (claims.agent_jwks_url === undefined) throw new ApiError('invalid_request', 'the host JWT must carry agent_public_key, or agent_jwks_url with agent_kid');
+  const url = parseJwksUrl(claims.agent_jwks_url, 'agent_jwks_url');
+  const kid = parseKid(claims.agent_kid, 'agent_kid (required with agent_jwks_url)', 'invalid_request');
+  if (url === host.hostJwksUrl) throw new ApiError('invalid_request', "agent_jwks_url must differ from the host's JWKS URL");
+  const agentKey = await deps.jwks.resolve(url, kid, { callerKey: host.callerKey, label: 'agent_jwks_url', code: 'invalid_request' });
+  return { agentKey, agentJwksUrl: url };
 }
 
 async function createDynamicHost(
-  deps: RegistrationDeps, thumbprint: string, publicJwk: HostRecord['publicJwk'], mode: Mode, name: string | undefined, nowMs: number,
+  deps: RegistrationDeps, key: Pick<HostRecord, 'thumbprint' | 'publicJwk'> & { jwksUrl: string | undefined }, mode: Mode, name: string | undefined, nowMs: number,
 ): Promise<HostRecord> {
   const status = dynamicHostStatus(mode);
   const { host, created } = await deps.store.createHost({
     id: newHostId(),
-    thumbprint,
-    publicJwk,
+    thumbprint: key.thumbprint,
+    publicJwk: key.publicJwk,
+    ...(key.jwksUrl !== undefined ? { jwksUrl: key.jwksUrl } : {}),
     ...(name ? { name } : {}),
     status,
     defaultCapabilities: [],

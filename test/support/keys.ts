@@ -32,6 +32,8 @@ export interface JwtOptions {
   signWith?: TestKey;
   /** Seconds since epoch used for default iat (tests with a manual clock pass its time). */
   now?: number;
+  /** The header's kid (keys published in a JWKS are named by it). */
+  kid?: string;
 }
 
 export async function signJwt(key: TestKey, baseClaims: Record<string, unknown>, options: JwtOptions = {}): Promise<string> {
@@ -42,6 +44,7 @@ export async function signJwt(key: TestKey, baseClaims: Record<string, unknown>,
   const signer = options.signWith ?? key;
   const header: Record<string, unknown> = { alg: signer.alg };
   if (options.typ !== null) header.typ = options.typ;
+  if (options.kid !== undefined) header.kid = options.kid;
   return new SignJWT(claims).setProtectedHeader(header as { alg: string }).sign(signer.privateKey);
 }
 

@@ -8,7 +8,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe } from 'vitest';
 import type { Cluster } from 'ioredis';
-import { assembleService, type Service } from '../../src/app.ts';
+import { assembleService, type JwksFetchTestSettings, type Service } from '../../src/app.ts';
 import { buildCatalog, catalogFileSchema, type Catalog } from '../../src/catalog/catalog.ts';
 import { ManualClock } from '../../src/common/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -54,6 +54,8 @@ export interface TestServerOptions {
   redisPrefix?: string;
   /** Where every part of the server logs (default: nowhere). */
   logger?: Logger;
+  /** The CA of the test's JWKS servers (test/support/jwks-server.ts); their address needs INSECURE_JWKS_ALLOWED_PRIVATE_RANGES too. */
+  jwksFetch?: JwksFetchTestSettings;
 }
 
 export interface TestServer {
@@ -118,7 +120,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   });
   const clock = new ManualClock(Date.now());
   const catalog = options.capabilities ? buildCatalog(catalogFileSchema.parse({ capabilities: options.capabilities }).capabilities) : undefined;
-  service = await assembleService(config, { logger: options.logger ?? silentLogger, clock, ...(catalog ? { catalog } : {}) });
+  service = await assembleService(config, {
+    logger: options.logger ?? silentLogger, clock, ...(catalog ? { catalog } : {}), ...(options.jwksFetch ? { jwksFetch: options.jwksFetch } : {}),
+  });
   const { store } = service;
   // Each master holds its own slots' keys; a Sentinel set's servers are the test's own throwaways.
   const redisUrls = (): string[] => {

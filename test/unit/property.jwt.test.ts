@@ -13,6 +13,7 @@ import { AgentAuthenticator } from '../../src/auth/agent-auth.ts';
 import { chooseEd25519Verifier } from '../../src/auth/ed25519-verify.ts';
 import { HostAuthenticator, type AuthSettings } from '../../src/auth/host-auth.ts';
 import { checkTimeAndJti, decodeJwt } from '../../src/auth/jwt.ts';
+import { JwksKeys } from '../../src/auth/jwks-keys.ts';
 import { AgentKeyCache } from '../../src/auth/key-cache.ts';
 import { jwkThumbprint, KeyImporter } from '../../src/auth/keys.ts';
 import { ManualClock } from '../../src/common/clock.ts';
@@ -83,8 +84,14 @@ beforeAll(async () => {
   const importer = new KeyImporter(chooseEd25519Verifier('auto').verifier);
   const keys = new AgentKeyCache({ maxEntries: 100, ttlSeconds: 30, clock, importer });
   const budgets = callerBudgets(limits);
-  agentAuth = new AgentAuthenticator({ store, clock, settings, keys, budgets });
-  hostAuth = new HostAuthenticator({ store, clock, settings, budgets, importer });
+  // No JWKS is reachable here: a token naming a JWKS URL must be refused, never accepted.
+  const jwks = new JwksKeys({
+    source: { lookup: async () => ({ kind: 'unavailable', reason: 'no JWKS in this test' }), peek: () => undefined },
+    algorithms: settings.algorithms,
+    spendFetch: budgets.jwksFetch,
+  });
+  agentAuth = new AgentAuthenticator({ store, clock, settings, keys, budgets, jwks });
+  hostAuth = new HostAuthenticator({ store, clock, settings, budgets, importer, jwks, moveJwksKey: () => Promise.reject(new Error('no JWKS host exists here')) });
 });
 
 // ---- what a refusal may be ------------------------------------------------------------------------

@@ -85,6 +85,7 @@ export class HostAuthenticator {
     let host = await this.#deps.store.findHostByThumbprint(iss);
     let presentedJwk: PublicJwk | null = null;
     let presentedJwksUrl: string | undefined;
+    let movedKey: { thumbprint: string; publicJwk: PublicJwk } | null = null;
     if (host) {
       assertSameDelivery(host, delivery);
       const key = host.jwksUrl === undefined ? host.publicJwk : await this.jwksKey(host.jwksUrl, decoded, iss, host.id);
@@ -95,7 +96,8 @@ export class HostAuthenticator {
       // Protocol §5.2 step 4: a JWKS host that signs with a key it published since is found by its URL.
       const byUrl = delivery.kind === 'jwks' ? await this.#deps.store.findHostByJwksUrl(delivery.url) : null;
       if (byUrl) {
-        host = await this.verifyRotatedJwksHost(byUrl, decoded, iss);
+        movedKey = await this.verifyRotatedJwksHost(byUrl, decoded, iss);
+        host = byUrl;
         noteHost(host.id);
       } else {
         presentedJwk = await this.verifySelfSigned(decoded, iss, delivery);
@@ -111,6 +113,8 @@ export class HostAuthenticator {
       await this.#deps.budgets.host(host.id, options.limit ?? 'host');
       const refusal = host.status === 'revoked' && options.allowRevoked === true ? null : hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
+      // Only a token that passed every check above may move the stored key.
+      if (movedKey) host = await this.#deps.moveJwksKey(host, movedKey);
     }
     return { host, thumbprint: iss, presentedJwk, ...(presentedJwksUrl !== undefined ? { presentedJwksUrl } : {}), claims };
   }
@@ -141,16 +145,16 @@ export class HostAuthenticator {
    * A JWKS host signing with a key other than the stored one (protocol §5.5: publishing a key is
    * how it rotates). The key must be published under the header kid and verify the token. The stored
    * key moves to it only once the stored one is no longer published: while both are, either may
-   * sign, and the record is not rewritten back and forth.
+   * sign, and the record is not rewritten back and forth. Answers the key to move to, if any; the
+   * caller moves it once the token passed its replay and status checks too.
    */
-  private async verifyRotatedJwksHost(host: HostRecord, decoded: DecodedJwt, iss: string): Promise<HostRecord> {
+  private async verifyRotatedJwksHost(host: HostRecord, decoded: DecodedJwt, iss: string): Promise<{ thumbprint: string; publicJwk: PublicJwk } | null> {
     const url = host.jwksUrl!;
     const key = await this.jwksKey(url, decoded, iss, host.id);
     await verifySignature(decoded, await this.#deps.importer.import(key));
     const storedKid = host.publicJwk.kid;
     const stored = storedKid === undefined ? ({ kind: 'removed' } as const) : await this.#deps.jwks.published(url, storedKid, host.thumbprint);
-    if (stored.kind === 'removed' || stored.kind === 'changed') return this.#deps.moveJwksKey(host, { thumbprint: iss, publicJwk: key });
-    return host;
+    return stored.kind === 'removed' || stored.kind === 'changed' ? { thumbprint: iss, publicJwk: key } : null;
   }
 
   private timeRules() {

@@ -246,6 +246,9 @@ export async function assembleService(config: Config, options: AssemblyOptions):
   const { logger } = options;
   const metrics = options.metrics ?? createMetrics(config);
   if (config.INSECURE_DEV_SIGN_IN) logger.warn('INSECURE_DEV_SIGN_IN is on: anyone can sign in to the approval page by typing a name and approve agents; for local use only');
+  if (config.INSECURE_JWKS_ALLOWED_PRIVATE_RANGES.length > 0) {
+    logger.warn('INSECURE_JWKS_ALLOWED_PRIVATE_RANGES is set: a JWKS URL a caller names may reach these private networks', { ranges: config.INSECURE_JWKS_ALLOWED_PRIVATE_RANGES });
+  }
   if (config.INSECURE_TEST_HOOKS) logger.warn('INSECURE_TEST_HOOKS is on: admin test hooks can fabricate agent lifetimes; never use in production');
   const { store, redisClient, described: storeDescription } = await openStore(config, logger, metrics);
   const audit = startAuditTrail(config, store, logger);

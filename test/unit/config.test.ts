@@ -153,3 +153,20 @@ describe('CIBA notification channels', () => {
     expect(problems).not.toContain('hunter3');
   });
 });
+
+describe('keys at JWKS URLs', () => {
+  it('allows no private range by default, and reads a list of CIDR networks', () => {
+    expect(loadConfig({}).INSECURE_JWKS_ALLOWED_PRIVATE_RANGES).toEqual([]);
+    expect(loadConfig({ INSECURE_JWKS_ALLOWED_PRIVATE_RANGES: ' 10.20.0.0/16, fd00::/8 ' }).INSECURE_JWKS_ALLOWED_PRIVATE_RANGES).toEqual(['10.20.0.0/16', 'fd00::/8']);
+  });
+
+  it.each(['10.20.0.0/33', 'example.com', '10.0.0.0/8/1', 'fe80::1%eth0/64'])('refuses %s as a private range, naming the variable', (entry) => {
+    expect(problemsOf({ INSECURE_JWKS_ALLOWED_PRIVATE_RANGES: entry })).toMatch(/INSECURE_JWKS_ALLOWED_PRIVATE_RANGES.*must be a CIDR network/);
+  });
+
+  it('defaults to a 5 minute cache with a 1 minute stale window, and refuses a TTL under 10 s', () => {
+    const config = loadConfig({});
+    expect([config.JWKS_CACHE_TTL_SECONDS, config.JWKS_CACHE_STALE_SECONDS, config.JWKS_FETCH_TIMEOUT_MS, config.RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR]).toEqual([300, 60, 5000, 60]);
+    expect(problemsOf({ JWKS_CACHE_TTL_SECONDS: '5' })).toMatch(/JWKS_CACHE_TTL_SECONDS/);
+  });
+});

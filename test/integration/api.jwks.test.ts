@@ -56,6 +56,17 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
     return { path, hostKey, agent: { id: res.json.agent_id as string, key: agentKey, host: hostKey, registration: res.json } };
   }
 
+  /** A linked host's delegated agent whose key is published at a fresh path under kid "a": active. */
+  async function jwksAgent(alsoPublished: Array<{ kid: string; key: TestKey }> = []) {
+    const host = await c.linkedHost(['echo']);
+    const path = newPath();
+    const agentKey = await newEd25519();
+    publisher.publish(path, [{ kid: 'a', key: agentKey }, ...alsoPublished]);
+    const res = await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }));
+    expect(res.json.status).toBe('active');
+    return { host, path, agentKey, agent: { id: res.json.agent_id as string, key: agentKey, host, registration: res.json } };
+  }
+
   it('a host that delivers its key by a JWKS URL registers, polls and executes, identified by the thumbprint of the key its kid names', async () => {
     const { path, hostKey, agent } = await jwksHostWithAgent();
     const host = await server.store.findHostByThumbprint(hostKey.thumbprint);
@@ -128,12 +139,7 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
   });
 
   it('a key a JWKS agent uses is answered from the cache: executes within the TTL fetch nothing', async () => {
-    const host = await c.linkedHost(['echo']);
-    const path = newPath();
-    const agentKey = await newEd25519();
-    publisher.publish(path, [{ kid: 'a', key: agentKey }]);
-    const res = await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }));
-    const agent = { id: res.json.agent_id as string, key: agentKey, host, registration: res.json };
+    const { path, agent } = await jwksAgent();
     const fetchedAtRegistration = publisher.fetches(path);
     expect(fetchedAtRegistration).toBe(1);
     for (let i = 0; i < 5; i++) {
@@ -144,13 +150,8 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
   });
 
   it('a key removed from an agent\'s JWKS stops verifying within the refresh time (TTL plus stale window), and at the first refresh after the TTL', async () => {
-    const host = await c.linkedHost(['echo']);
-    const path = newPath();
-    const agentKey = await newEd25519();
     const spare = await newEd25519();
-    publisher.publish(path, [{ kid: 'a', key: agentKey }, { kid: 'spare', key: spare }]);
-    const res = await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }));
-    const agent = { id: res.json.agent_id as string, key: agentKey, host, registration: res.json };
+    const { path, agent } = await jwksAgent([{ kid: 'spare', key: spare }]);
     expect(code(await c.execute(agent, 'echo', {}))).toBe('200');
     // The owner withdraws the key. Within the TTL the cached set still holds it.
     publisher.publish(path, [{ kid: 'spare', key: spare }]);
@@ -168,27 +169,17 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
   });
 
   it('past the TTL and the stale window, a removed key is refused on the first call, which waits for the refetch', async () => {
-    const host = await c.linkedHost(['echo']);
-    const path = newPath();
-    const agentKey = await newEd25519();
-    publisher.publish(path, [{ kid: 'a', key: agentKey }]);
-    const res = await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }));
-    const agent = { id: res.json.agent_id as string, key: agentKey, host, registration: res.json };
+    const { path, agent } = await jwksAgent();
     publisher.publish(path, [{ kid: 'b', key: await newEd25519() }]);
     advance(TTL_SECONDS + STALE_SECONDS + 1);
     expect(code(await c.execute(agent, 'echo', {}))).toBe('401 invalid_jwt');
   });
 
   it('a JWKS that now publishes another key under the agent\'s kid does not make that key the agent\'s', async () => {
-    const host = await c.linkedHost(['echo']);
-    const path = newPath();
-    const agentKey = await newEd25519();
+    const { path, agent: original } = await jwksAgent();
     const replacement = await newEd25519();
-    publisher.publish(path, [{ kid: 'a', key: agentKey }]);
-    const res = await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }));
     publisher.publish(path, [{ kid: 'a', key: replacement }]);
     advance(TTL_SECONDS + STALE_SECONDS + 1);
-    const original = { id: res.json.agent_id as string, key: agentKey, host, registration: res.json };
     const swapped = { ...original, key: replacement };
     expect(code(await c.execute(original, 'echo', {}))).toBe('401 invalid_jwt');
     const refused = await c.execute(swapped, 'echo', {});
@@ -259,14 +250,11 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
   });
 
   it('a JWKS agent\'s key cannot be replaced by an inline key through /agent/rotate-key', async () => {
-    const host = await c.linkedHost(['echo']);
-    const path = newPath();
-    const agentKey = await newEd25519();
-    publisher.publish(path, [{ kid: 'a', key: agentKey }]);
-    const res = await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }));
-    const rotate = await c.hostPost('/agent/rotate-key', host, { agent_id: res.json.agent_id, public_key: (await newEd25519()).publicJwk });
+    const { host, agent, agentKey } = await jwksAgent();
+    const rotate = await c.hostPost('/agent/rotate-key', host, { agent_id: agent.id, public_key: (await newEd25519()).publicJwk });
     expect(code(rotate)).toBe('400 invalid_request');
-    expect((await server.store.getAgent(res.json.agent_id))?.agent.keyThumbprint).toBe(agentKey.thumbprint);
+    expect((await server.store.getAgent(agent.id))?.agent.keyThumbprint).toBe(agentKey.thumbprint);
+    expect(code(await c.execute(agent, 'echo', {}))).toBe('200');
   });
 
   it('a key type the server does not verify is refused even when a JWKS publishes it', async () => {

@@ -265,6 +265,11 @@ const objectSchema = z
     TRUST_PROXY: trustedProxies.default(false),
     /** Registrations (of any host) per client address per hour: caps what one address can create. */
     RATE_LIMIT_REGISTRATIONS_PER_HOUR: integerIn(1, 10_000_000).default(1000),
+    /**
+     * Host enrollments per hour: attempts to bind a key with an enrollment token (POST /host/enroll)
+     * per client address, and enrollments a person creates without a key. Spent before any lookup.
+     */
+    RATE_LIMIT_ENROLLMENTS_PER_HOUR: integerIn(1, 10_000_000).default(30),
 
     /** Agents one host may hold: linked hosts (a person or an admin vouched for them). */
     AGENTS_PER_HOST_MAX: integerIn(1, 10_000_000).default(10_000),

@@ -57,6 +57,15 @@ export const ERROR_STATUS = {
   request_timeout: 408,
   /** A chunked body's chunk extensions exceed Node's 16 KiB (as Node would: 413; an oversized body is invalid_request). */
   chunk_extensions_too_large: 413,
+  // Hosts a person enrolls (docs/approving.md, "Enrolling a host").
+  /** No enrollment has this token: it is wrong, malformed, or so old it was forgotten (a day after it was made). */
+  enrollment_token_invalid: 401,
+  /** The enrollment token's hour has passed; the person makes a new one. */
+  enrollment_token_expired: 401,
+  /** The enrollment token was already used: it bound a key once, and never binds another. */
+  host_not_pending_enrollment: 400,
+  /** The key belongs to a host that is linked to a person already; it is never linked again through this door. */
+  host_already_linked: 409,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -47,6 +47,32 @@ export interface HostRecord {
   activatedAtMs?: number;
 }
 
+/** Where a host a person set up without a key stands: waiting for its key, or bound to one (single use). */
+export const ENROLLMENT_STATES = ['pending', 'enrolled'] as const;
+export type EnrollmentState = (typeof ENROLLMENT_STATES)[number];
+
+/**
+ * A host a signed-in person set up without a key yet: the host record is made when a machine
+ * presents the enrollment token with its key (POST /host/enroll). Stored under the SHA-256 of the
+ * token, never the token itself.
+ */
+export interface EnrollmentRecord {
+  id: string;
+  /** The person the host will be linked to. */
+  personId: string;
+  name: string;
+  defaultCapabilities: string[];
+  /** SHA-256 of the enrollment token, base64url: how the record is found. */
+  tokenHash: string;
+  createdAtMs: number;
+  /** The token binds a key until then (an hour after creation); the record is kept a day, to tell expired from wrong. */
+  expiresAtMs: number;
+  state: EnrollmentState;
+  /** The host the token made, once enrolled. */
+  hostId?: string;
+  enrolledAtMs?: number;
+}
+
 /** Protocol §10: how a person is asked. */
 export const APPROVAL_METHODS = ['device_authorization', 'ciba'] as const;
 export type ApprovalMethod = (typeof APPROVAL_METHODS)[number];

@@ -1,9 +1,11 @@
-// Host resources (protocol §4.9, §4.10).
+// Host resources (protocol §4.9, §4.10), and enrolling a host a person set up (docs/approving.md).
 import { Router } from 'express';
 import type { ServiceDeps } from '../services/deps.ts';
+import { enrollHost } from '../services/enrollments.ts';
 import { revokeHostByToken, rotateHostKey } from '../services/hosts.ts';
 import { parseWith, tokenOf } from './parse.ts';
-import { rotateHostKeyBodySchema } from './schemas.ts';
+import { hostEnrollBodySchema, rotateHostKeyBodySchema } from './schemas.ts';
+import { hostCreatedView } from './views.ts';
 
 export function hostRouter(deps: ServiceDeps): Router {
   const router = Router();
@@ -19,6 +21,14 @@ export function hostRouter(deps: ServiceDeps): Router {
   router.post('/host/revoke', async (req, res) => {
     const { host, agentsRevoked } = await revokeHostByToken(deps, tokenOf(req));
     res.json({ host_id: host.id, status: 'revoked', agents_revoked: agentsRevoked });
+  });
+
+  // No JWT: the enrollment token in the body is the credential, and the service spends the
+  // address's enrollment budget before it looks anything up (services/enrollments.ts enrollHost).
+  router.post('/host/enroll', async (req, res) => {
+    const body = parseWith(hostEnrollBodySchema, req.body, 'body');
+    const { host } = await enrollHost(deps, { token: body.token, publicKey: body.public_key, name: body.name, clientIp: req.ip ?? 'unknown' });
+    res.json(hostCreatedView(host));
   });
 
   return router;

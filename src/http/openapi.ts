@@ -15,7 +15,7 @@ import type { Config } from '../config.ts';
 import type { ERROR_STATUS } from '../errors.ts';
 import { adminRemovePasskeysBodySchema, approvalsQuerySchema, auditQuerySchema, policyPreviewQuerySchema, policyReloadBodySchema } from './admin.ts';
 import { sessionCookieName } from './device/session.ts';
-import { CSRF_HEADER, passkeyRemovalBodySchema, personDecisionBodySchema, personGrantBodySchema, personPageQuerySchema } from './people.ts';
+import { CSRF_HEADER, passkeyRemovalBodySchema, personDecisionBodySchema, personGrantBodySchema, personHostBodySchema, personPageQuerySchema } from './people.ts';
 import { codesWithStatus, ERROR_HTTP_STATUSES, errorSchemaFor, RESPONSE_SCHEMAS, type ResponseComponent } from './responses.ts';
 import * as schemas from './schemas.ts';
 
@@ -167,6 +167,14 @@ function paths(): Record<string, Record<string, OperationSpec>> {
       post: { operationId: 'introspectAgentToken', summary: 'Validate an agent JWT (resource-server bearer token)', auth: 'introspection', ok: 'Introspection', body: schemas.introspectBodySchema },
     },
     '/host/rotate-key': { post: { operationId: 'rotateHostKey', summary: "Replace the host's key (host JWT, current key)", auth: 'host', ok: 'HostKeyRotated', errors: [404, 409], body: schemas.rotateHostKeyBodySchema } },
+    '/host/enroll': {
+      post: {
+        operationId: 'enrollHost', summary: "Bind a host's key with the enrollment token a person was given (the token is the credential)", auth: 'none', ok: 'HostCreated',
+        errors: [400, 401, 409, 429, 500, 503], body: schemas.hostEnrollBodySchema,
+        description: '401 enrollment_token_invalid (wrong, malformed or forgotten token) or enrollment_token_expired (its hour passed); 400 host_not_pending_enrollment (used already); '
+          + '409 host_already_linked or conflict when a host holds the key already (the token is then not spent).',
+      },
+    },
     '/host/revoke': { post: { operationId: 'revokeHost', summary: 'Revoke the host and its agents (host JWT)', auth: 'host', ok: 'HostRevoked', errors: [404, 409] } },
     '/capability/list': { get: { operationId: 'listCapabilities', summary: 'List capabilities (anonymous, host or agent JWT)', auth: 'anyone', ok: 'CapabilityList', query: schemas.listQuerySchema } },
     '/capability/describe': {
@@ -255,7 +263,12 @@ function peoplePaths(): Record<string, Record<string, OperationSpec>> {
     ({ operationId, summary, auth: 'personPost', ok, errors: [404, 409], ...more });
   return {
     '/people/me': { get: get('getMe', 'Who is signed in, and the CSRF token every POST repeats', 'Person') },
-    '/people/me/hosts': { get: get('listMyHosts', 'My hosts', 'PersonHosts') },
+    '/people/me/hosts': {
+      get: get('listMyHosts', 'My hosts', 'PersonHosts'),
+      post: post('createMyHost', 'Set up a host (fresh sign-in): with public_key it is made active and linked to me; without, the answer holds an enrollment token for POST /host/enroll', 'HostSetUp', {
+        okStatus: 201, errors: [400, 409, 429], body: personHostBodySchema,
+      }),
+    },
     '/people/me/agents': { get: get('listMyAgents', 'The agents of my hosts, with status and grants, a bounded page at a time', 'PersonAgents', page) },
     '/people/me/approvals': {
       get: get('listMyApprovals', 'Open approvals among a page of my agents: each capability, description, constraints, reason', 'PersonApprovals', page),

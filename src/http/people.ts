@@ -14,11 +14,12 @@ import { ApiError } from '../errors.ts';
 import { listPasskeys, removePasskey } from '../people/passkeys.ts';
 import type { PersonSession, SignedIn } from '../people/sessions.ts';
 import type { PersonServiceDeps } from '../services/deps.ts';
+import { setUpHostAsPerson } from '../services/enrollments.ts';
 import * as people from '../services/person-account.ts';
 import { readCookie, secureCookies, sessionCookieName } from './device/session.ts';
 import { parseWith } from './parse.ts';
 import { constraintsSchema } from './schemas.ts';
-import { agentView, grantView, hostView, type ViewContext } from './views.ts';
+import { agentView, grantView, hostSetupView, hostView, type ViewContext } from './views.ts';
 
 export const CSRF_HEADER = 'X-CSRF-Token';
 
@@ -41,6 +42,13 @@ export const passkeyRemovalBodySchema = z.object({
   assertion: z.record(z.string(), z.unknown()).optional()
     .describe('a WebAuthn assertion (as @simplewebauthn/browser answers) of one of my passkeys, for the assertion_options the call without it answered'),
 }).strict();
+
+/** `POST /people/me/hosts`: a host I set up, with its key now or an enrollment token for it to bind one. */
+export const personHostBodySchema = z.object({
+  name: z.string().min(1).max(200),
+  default_capabilities: z.array(capabilityName).max(100).default([]).describe('what agents it starts for me get without asking (never a presence capability)'),
+  public_key: z.record(z.string(), z.unknown()).optional().describe("the host's public JWK; without it the answer holds an enrollment token for the host to bind its key with POST /host/enroll"),
+});
 
 /** `POST /people/me/agents/:agentId/grants` */
 export const personGrantBodySchema = z.object({
@@ -97,6 +105,14 @@ export function peopleApiRouter(deps: PersonServiceDeps): Router {
   router.get('/people/me/hosts', async (_req, res) => {
     const hosts = await people.myHosts(deps, signed(res).person.personId);
     res.json({ hosts: hosts.map(hostView) });
+  });
+
+  // A host I set up: with its key it is made now, active and linked to me; without one the answer
+  // holds an enrollment token, shown this once (services/enrollments.ts).
+  router.post('/people/me/hosts', async (req, res) => {
+    const body = parseWith(personHostBodySchema, req.body, 'body');
+    const setup = await setUpHostAsPerson(deps, signed(res).session, { name: body.name, defaultCapabilities: body.default_capabilities, publicKey: body.public_key }, 'people_api');
+    res.status(201).json(hostSetupView(setup));
   });
 
   router.get('/people/me/agents', async (req, res) => {

@@ -15,7 +15,8 @@ import type { LoadedOperator } from '../services/admin.ts';
 import type { BatchCallOutcome } from '../services/batch-execute.ts';
 import { ENDPOINTS, type discoveryDocument } from './discovery.ts';
 import {
-  agentStatus, agentViewSchema, approvalViewSchema, deviceApprovalViewSchema, grantViewSchema, hostStatus, hostViewSchema, isoTime, jsonObject, mode, seconds, waitingAgentViewSchema,
+  agentStatus, agentViewSchema, approvalViewSchema, deviceApprovalViewSchema, grantViewSchema, hostCreatedViewSchema, hostSetUpViewSchema, hostStatus, hostViewSchema, isoTime, jsonObject, mode,
+  seconds, waitingAgentViewSchema,
 } from './view-schemas.ts';
 
 // ---- errors --------------------------------------------------------------------------------------
@@ -322,6 +323,8 @@ export const RESPONSE_SCHEMAS = {
   Grant: grantViewSchema,
   AgentView: agentViewSchema,
   HostView: hostViewSchema,
+  HostCreated: hostCreatedViewSchema,
+  HostSetUp: hostSetUpViewSchema,
   WaitingAgent: waitingAgentViewSchema,
   RequestCapabilityResponse: requestCapabilityResponseSchema,
   DeviceCode: deviceCodeResponseSchema,

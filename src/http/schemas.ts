@@ -119,6 +119,16 @@ export const rotateAgentKeyBodySchema = z.object({ agent_id: id, public_key: pla
 
 export const rotateHostKeyBodySchema = z.object({ public_key: plainObject });
 
+/**
+ * `POST /host/enroll`: an enrollment token a person was given (services/enrollments.ts), and the
+ * key it binds. A token is 56 characters; the bound refuses anything far longer before any work.
+ */
+export const hostEnrollBodySchema = z.object({
+  token: z.string().min(1).max(256).describe('the enrollment_token of POST /people/me/hosts (agent_enroll_...)'),
+  public_key: plainObject.describe("the host's public JWK"),
+  name: z.string().min(1).max(200).optional().describe('replaces the name the person gave'),
+});
+
 export const revokeCapabilityBodySchema = z.object({
   agent_id: id.optional(),
   capabilities: z.array(capabilityName).min(1).max(100),

@@ -73,6 +73,27 @@ export const hostViewSchema = z.object({
   activated_at: isoTime.optional(),
 });
 
+/** A host a person set up with its key (POST /people/me/hosts), or bound by an enrollment token (POST /host/enroll). */
+export const hostCreatedViewSchema = z.object({
+  host_id: z.string(),
+  status: z.literal('active'),
+  name: z.string().optional(),
+  default_capabilities: z.array(z.string()),
+}).describe('A host made for a person: active, linked to them, with their default capabilities');
+
+/** A host a person set up without a key: its enrollment waits for the host to bind one. */
+export const enrollmentCreatedViewSchema = z.object({
+  enrollment_id: z.string(),
+  status: z.literal('pending_enrollment'),
+  enrollment_token: z.string().describe('shown this once (only its hash is kept): the host sends it with its public key to POST /host/enroll'),
+  expires_in: seconds('how long the token binds a key'),
+  name: z.string(),
+  default_capabilities: z.array(z.string()),
+}).describe('An enrollment waiting for its host\'s key');
+
+export const hostSetUpViewSchema = z.discriminatedUnion('status', [hostCreatedViewSchema, enrollmentCreatedViewSchema])
+  .describe('POST /people/me/hosts: the host (active) when a key was given, else an enrollment token (pending_enrollment)');
+
 export const waitingAgentViewSchema = z.object({
   agent_id: z.string(),
   host_id: z.string(),
@@ -96,3 +117,5 @@ export type GrantView = z.infer<typeof grantViewSchema>;
 export type AgentView = z.infer<typeof agentViewSchema>;
 export type HostView = z.infer<typeof hostViewSchema>;
 export type WaitingAgentView = z.infer<typeof waitingAgentViewSchema>;
+export type HostCreatedView = z.infer<typeof hostCreatedViewSchema>;
+export type HostSetUpView = z.infer<typeof hostSetUpViewSchema>;

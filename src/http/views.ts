@@ -8,7 +8,10 @@ import type { AgentSnapshot, ApprovalRecord, GrantRecord, HostRecord } from '../
 import type { Catalog } from '../catalog/catalog.ts';
 import type { UserCodes } from '../services/approvals/user-codes.ts';
 import type { WaitingAgent } from '../domain/waiting.ts';
-import type { ActiveGrantView, AgentView, ApprovalView, DeviceApprovalView, ClosedGrantView, GrantView, HostView, PendingGrantView, WaitingAgentView } from './view-schemas.ts';
+import { ENROLLMENT_TTL_SECONDS, type HostSetup } from '../services/enrollments.ts';
+import type {
+  ActiveGrantView, AgentView, ApprovalView, DeviceApprovalView, ClosedGrantView, GrantView, HostCreatedView, HostSetUpView, HostView, PendingGrantView, WaitingAgentView,
+} from './view-schemas.ts';
 
 function iso(ms: number): string;
 function iso(ms: number | undefined | null): string | undefined;
@@ -102,6 +105,25 @@ export function hostView(host: HostRecord): HostView {
     created_at: iso(host.createdAtMs),
     activated_at: iso(host.activatedAtMs),
   });
+}
+
+/** A host made for a person, by their API or by an enrollment token (POST /host/enroll). */
+export function hostCreatedView(host: HostRecord): HostCreatedView {
+  return definedOnly<HostCreatedView>({ host_id: host.id, status: 'active', name: host.name, default_capabilities: host.defaultCapabilities });
+}
+
+/** POST /people/me/hosts: the host, or the enrollment with its token (in this answer only). */
+export function hostSetupView(setup: HostSetup): HostSetUpView {
+  if (setup.kind === 'host') return hostCreatedView(setup.host);
+  const { enrollment } = setup;
+  return {
+    enrollment_id: enrollment.id,
+    status: 'pending_enrollment',
+    enrollment_token: setup.token,
+    expires_in: ENROLLMENT_TTL_SECONDS,
+    name: enrollment.name,
+    default_capabilities: enrollment.defaultCapabilities,
+  };
 }
 
 /**

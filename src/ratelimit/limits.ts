@@ -12,7 +12,7 @@ import { debugEnabled, type Logger } from '../logger.ts';
 import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 import type { CounterCount, CounterSpend } from '../store/store.ts';
 
-export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession', 'cibaPerson', 'cibaHost', 'jwksFetch'] as const;
+export const LIMIT_NAMES = ['agent', 'host', 'status', 'ip', 'registration', 'unknownHostRegistration', 'userCodeAttempt', 'userCodeSession', 'cibaPerson', 'cibaHost', 'jwksFetch', 'enrollment'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 /** Wrong user codes one session may enter per window before it must wait. */
@@ -41,6 +41,8 @@ function limitSpecs(config: Config): Record<LimitName, LimitSpec> {
     cibaHost: { points: config.RATE_LIMIT_CIBA_PER_HOST_PER_HOUR, durationSeconds: 3600 },
     // JWKS fetches one host may cause (auth/jwks-keys.ts), so no host can spend the fetch budget every other host's rotation needs.
     jwksFetch: { points: config.RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR, durationSeconds: 3600 },
+    // Hosts a person enrolls (services/enrollments.ts): a token guess per address, an enrollment made per person.
+    enrollment: { points: config.RATE_LIMIT_ENROLLMENTS_PER_HOUR, durationSeconds: 3600 },
   };
 }
 

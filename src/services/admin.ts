@@ -10,6 +10,7 @@ import { ApiError } from '../errors.ts';
 import { revokeAgentById } from './agents.ts';
 import type { DepsWith, ServiceDepsOver } from './deps.ts';
 import type { AgentRecords, HostRecords, PendingIndex, PersonRecords, StoreBackend } from '../store/store.ts';
+import { checkDefaultCapabilities } from './host-setup.ts';
 import { linkHost, revokeHost, withdrawHostTrust } from './hosts.ts';
 import { transitionAgent } from './transitions.ts';
 import { newHostId } from './ids.ts';
@@ -29,15 +30,7 @@ interface PreRegisterHost {
 
 export async function preRegisterHost(deps: AdminDeps, request: PreRegisterHost): Promise<HostRecord> {
   const { jwk } = parsePublicJwk(request.publicKey, deps.config.ALGORITHMS, 'public_key');
-  const unknown = request.defaultCapabilities.filter((name) => !deps.catalog.has(name));
-  if (unknown.length > 0) {
-    throw new ApiError('invalid_capabilities', `unknown default capabilities: ${unknown.join(', ')}`, { invalid_capabilities: unknown });
-  }
-  // DESIGN §8: a capability that needs presence is never pre-approved, so it cannot be a default.
-  const presence = request.defaultCapabilities.filter((name) => deps.catalog.get(name)?.approval_strength === 'presence');
-  if (presence.length > 0) {
-    throw new ApiError('invalid_capabilities', `${presence.join(', ')} need${presence.length === 1 ? 's' : ''} a person with their passkey for every approval, so cannot be default capabilities`, { invalid_capabilities: presence });
-  }
+  checkDefaultCapabilities(deps.catalog, request.defaultCapabilities);
   const nowMs = deps.clock.nowMs();
   const { host, created } = await deps.store.createHost({
     id: newHostId(),

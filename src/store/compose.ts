@@ -4,7 +4,7 @@
 // of the code sees, bound to the object that implements them. So neither store writes a one-line
 // delegating method per member of Store, and the two share this list of members instead of keeping
 // one each.
-import type { AgentRecords, AuditRecords, DecisionRecords, HostRecords, PendingIndex, PersonRecords, ReplayRecords, Store, StoreBackend } from './store.ts';
+import type { AgentRecords, AuditRecords, DecisionRecords, HostEnrollments, HostRecords, PendingIndex, PersonRecords, ReplayRecords, Store, StoreBackend } from './store.ts';
 
 /** The objects one store is made of: one per role of store.ts. */
 interface StoreRoles {
@@ -13,6 +13,7 @@ interface StoreRoles {
   replay: ReplayRecords;
   pending: PendingIndex;
   people: PersonRecords;
+  enrollments: HostEnrollments;
   audit: AuditRecords;
   decisions: DecisionRecords;
   backend: StoreBackend;
@@ -65,6 +66,7 @@ const ROLE_MEMBERS: { readonly [Role in keyof StoreRoles]: MemberList<StoreRoles
     loadSession: true,
     deleteSession: true,
   },
+  enrollments: { createEnrollment: true, findEnrollment: true, completeEnrollment: true },
   audit: {
     appendAuditEvents: true,
     readAuditEvents: true,

@@ -7,11 +7,13 @@
 import {
   AGENT_STATUSES,
   APPROVAL_METHODS,
+  ENROLLMENT_STATES,
   GRANT_STATUSES,
   HOST_STATUSES,
   MODES,
   type AgentRecord,
   type ApprovalRecord,
+  type EnrollmentRecord,
   type GrantRecord,
   type HostRecord,
   type PublicJwk,
@@ -146,6 +148,20 @@ export const GRANT_FIELDS = {
   updatedAtMs: { kind: 'number' },
   expiresAtMs: { kind: 'number', optional: true },
 } as const satisfies FieldTable<GrantRecord>;
+
+/** An enrollment is written whole once; only completeEnrollment moves it, so none of its fields has a patch. */
+export const ENROLLMENT_FIELDS = {
+  id: { kind: 'string' },
+  personId: { kind: 'string' },
+  name: { kind: 'string' },
+  defaultCapabilities: { kind: 'list' },
+  tokenHash: { kind: 'string' },
+  createdAtMs: { kind: 'number' },
+  expiresAtMs: { kind: 'number' },
+  state: { kind: 'enum', values: ENROLLMENT_STATES },
+  hostId: { kind: 'string', optional: true },
+  enrolledAtMs: { kind: 'number', optional: true },
+} as const satisfies FieldTable<EnrollmentRecord>;
 
 // ---- patches -------------------------------------------------------------------------------------
 

@@ -1,12 +1,13 @@
 // The Store interface: everything agentgate keeps, behind operations whose atomicity is part of
-// the contract (DESIGN §3). Store is the sum of eight role interfaces (hosts, agents, replay
-// records, the pending index, people, the audit trail, recorded decisions, the backend itself),
-// declared at the end of this file; each implementation builds one object per role and compose.ts
-// assembles them. Two implementations pass one contract suite, a describe block per role
+// the contract (DESIGN §3). Store is the sum of nine role interfaces (hosts, agents, replay
+// records, the pending index, people, the hosts people enroll, the audit trail, recorded decisions,
+// the backend itself), declared at the end of this file; each implementation builds one object per
+// role and compose.ts assembles them. Two implementations pass one contract suite, a describe block per role
 // (test/integration/store.contract.ts): redis/ (ioredis + Lua) and memory/ (quick start, unit tests).
 import type {
   AgentRecord,
   AgentSnapshot,
+  EnrollmentRecord,
   GrantRecord,
   HostRecord,
   HostStatus,
@@ -350,6 +351,30 @@ export interface PersonRecords {
   deleteSession(key: string): Promise<void>;
 }
 
+/** What completeEnrollment did: bound the enrollment to the host, or found it used or gone (nothing written). */
+export type EnrollmentCompletion = 'enrolled' | 'not_pending' | 'not_found';
+
+/**
+ * Hosts a person enrolls (services/enrollments.ts): an enrollment waits, under the hash of its
+ * token, for a machine to present the token with its key. Each record is one key (one hash slot),
+ * forgotten `retainMs` after it was stored.
+ */
+export interface HostEnrollments {
+  /**
+   * Stores a new enrollment under its `tokenHash` for `retainMs`; false (nothing written) when one
+   * is already stored under that hash, which a random token of 256 bits never meets.
+   */
+  createEnrollment(enrollment: EnrollmentRecord, retainMs: number): Promise<boolean>;
+  /** The enrollment stored under this token hash, or null (never stored, or forgotten). */
+  findEnrollment(tokenHash: string): Promise<EnrollmentRecord | null>;
+  /**
+   * Moves the enrollment from `pending` to `enrolled`, naming `hostId`, in one atomic step, so of
+   * two callers with one token exactly one answers 'enrolled'; the other 'not_pending'. 'not_found'
+   * when no enrollment is stored under the hash. Its expiry is left as it was.
+   */
+  completeEnrollment(tokenHash: string, hostId: string, atMs: number): Promise<EnrollmentCompletion>;
+}
+
 /** The audit trail: appended by every instance, read by the audit API, forwarded by the webhook forwarders. */
 export interface AuditRecords extends AuditReader {
   /**
@@ -449,4 +474,4 @@ export interface StoreBackend {
 }
 
 /** Everything agentgate keeps: every role above, as one object (compose.ts assembles it). */
-export interface Store extends HostRecords, AgentRecords, ReplayRecords, PendingIndex, PersonRecords, AuditRecords, DecisionRecords, StoreBackend {}
+export interface Store extends HostRecords, AgentRecords, ReplayRecords, PendingIndex, PersonRecords, HostEnrollments, AuditRecords, DecisionRecords, StoreBackend {}

@@ -3,7 +3,8 @@
 // project's users reported from), so a command that only works on the pinned Node 24 fails here
 // (test/support/guides.ts says exactly what runs). Each guide also leaves no key file that
 // `git status` would offer to commit. The plugin guide's `npm test` runs in guides.slow.test.ts.
-// docs/approving.md has no commands.
+// docs/approving.md has no commands to run: its one example (a host's enroll call) needs a token a
+// person was given on the page, and is tested in people.host-enrollment.test.ts instead.
 import { describe, it, type ExpectStatic } from 'vitest';
 import { NESTED_ENV, runGuide, systemNode, type GuideRun } from '../support/guides.ts';
 

@@ -169,6 +169,16 @@ describe('real answers conform to the OpenAPI document', () => {
     const granted = await mine('POST', '/people/me/agents/{agentId}/grants', `/people/me/agents/${agent.id}/grants`, { capability: 'legacy_report' });
     expect(granted.status).toBe(201);
     await mine('POST', '/people/me/agents/{agentId}/grants/{grantId}/revoke', `/people/me/agents/${agent.id}/grants/${granted.json.grant.id}/revoke`);
+    // A host the person sets up: with its key (active), and without one (an enrollment token the host binds).
+    const ownKey = await newEd25519();
+    expect((await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'own laptop', default_capabilities: ['echo'], public_key: ownKey.publicJwk })).json.status).toBe('active');
+    const enrollment = await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'build runner' });
+    expect(enrollment.json.status).toBe('pending_enrollment');
+    const enrolledKey = await newEd25519();
+    expect((await call('POST', '/host/enroll', '/host/enroll', { json: { token: enrollment.json.enrollment_token, public_key: enrolledKey.publicJwk } })).json.status).toBe('active');
+    expect((await call('POST', '/host/enroll', '/host/enroll', { json: { token: enrollment.json.enrollment_token, public_key: enrolledKey.publicJwk } })).status).toBe(400);
+    expect((await call('POST', '/host/enroll', '/host/enroll', { json: { token: `agent_enroll_${'A'.repeat(43)}`, public_key: enrolledKey.publicJwk } })).status).toBe(401);
+    expect((await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'again', public_key: ownKey.publicJwk })).status).toBe(409);
     // Refusals: no session (401), no CSRF token (403).
     expect((await call('GET', '/people/me/agents', '/people/me/agents')).status).toBe(401);
     expect((await call('POST', '/people/me/agents/{agentId}/revoke', `/people/me/agents/${agent.id}/revoke`, { headers: { cookie: person.browser.cookie }, json: {} })).status).toBe(403);

@@ -30,6 +30,7 @@ const NOT_IN_THE_API: Record<string, string> = {
   'POST /account/grants/revoke': "the account page's form",
   'POST /account/hosts/revoke': "the account page's form",
   'POST /account/hosts/unlink': "the account page's form",
+  'POST /account/hosts/new': "the account page's form that sets up a host (without a key, its answer is the page that shows the enrollment token)",
   'GET /account/passkeys/remove': 'the page that removes a passkey (HTML)',
   'POST /account/passkeys/remove': "that page's form",
 };

@@ -2,8 +2,8 @@
 // the guarantee it protects. The suite runs against the memory store, Redis, and Redis Cluster
 // (store.memory.test.ts, store.redis.test.ts, store.redis-cluster.test.ts), and is organised as the
 // Store interface is (src/store/store.ts): one describe block per role, HostRecords, AgentRecords,
-// ReplayRecords, PendingIndex, PersonRecords, AuditRecords (store.audit-contract.ts), DecisionRecords
-// (store.decision-contract.ts) and StoreBackend, each holding the tests of that role's methods. A test that needs records of another
+// ReplayRecords, PendingIndex, PersonRecords, HostEnrollments (store.enrollment-contract.ts),
+// AuditRecords (store.audit-contract.ts), DecisionRecords (store.decision-contract.ts) and StoreBackend, each holding the tests of that role's methods. A test that needs records of another
 // role to set up (an agent's host, say) stands with the role whose method it is about; those that
 // check a step crossing roles (admission reads the host, the clean-up removes agents) stand with the
 // role that owns the step. Every block runs on a fresh store, made before each test.
@@ -13,6 +13,7 @@ import type { AgentRecord, AgentSnapshot, GrantRecord, HostRecord } from '../../
 import { MAX_ROUND_TRIP_CAPABILITIES, MAX_ROUND_TRIP_COUNTERS, MAX_DECISION_READ, MAX_ROUND_TRIP_DECISION_RECORDS, type AgentAdmission, type AgentPatch, type ExecuteRoundTrip, type ExecuteRoundTripResult, type Store } from '../../src/store/store.ts';
 import { auditContract } from './store.audit-contract.ts';
 import { decisionContract } from './store.decision-contract.ts';
+import { enrollmentContract } from './store.enrollment-contract.ts';
 
 export interface StoreUnderTest {
   store: Store;
@@ -1146,6 +1147,7 @@ export function storeContract(name: string, make: () => Promise<StoreUnderTest>)
 
     // Recorded policy decisions (DecisionRecords), in a file of their own as the audit trail's are.
     decisionContract(() => subject);
+    enrollmentContract(() => subject);
 
     // The backend itself: shared secrets, invalidations, durability, health (StoreBackend).
     describe('StoreBackend', () => {

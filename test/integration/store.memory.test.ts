@@ -67,3 +67,21 @@ describe('memory store: replay records stay bounded', () => {
     expect(store.isUnavailable(await store.ping().catch((e: unknown) => e))).toBe(true);
   });
 });
+
+describe('memory store: enrollments expire on the injected clock', () => {
+  it('an enrollment is found until its time to be kept has passed on the clock, then never', async () => {
+    let nowMs = 10_000;
+    const store = new MemoryStore({ now: () => nowMs });
+    const enrollment = {
+      id: 'enr_1', personId: 'dev|a', name: 'runner', defaultCapabilities: [], tokenHash: 'h'.repeat(43), createdAtMs: nowMs, expiresAtMs: nowMs + 3_600_000, state: 'pending' as const,
+    };
+    expect(await store.createEnrollment(enrollment, 86_400_000)).toBe(true);
+    nowMs += 86_399_999;
+    expect(await store.findEnrollment(enrollment.tokenHash)).toEqual(enrollment);
+    nowMs += 1;
+    expect(await store.findEnrollment(enrollment.tokenHash)).toBeNull();
+    expect(await store.completeEnrollment(enrollment.tokenHash, 'hst_1', nowMs)).toBe('not_found');
+    // Forgotten, the hash is free again.
+    expect(await store.createEnrollment(enrollment, 1000)).toBe(true);
+  });
+});

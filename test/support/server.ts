@@ -88,6 +88,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     RATE_LIMIT_IP_PER_MINUTE: '100000',
     RATE_LIMIT_UNKNOWN_HOST_REGISTRATIONS_PER_HOUR: '100000',
     RATE_LIMIT_REGISTRATIONS_PER_HOUR: '100000',
+    RATE_LIMIT_ENROLLMENTS_PER_HOUR: '100000',
     // The service's tests run against a committed copy of the default policy, never the shipped
     // artefact, so a security team's change to policies/ cannot break them (test/support/policies.ts).
     POLICY_WASM_PATH: SERVICE_POLICY.wasmPath,

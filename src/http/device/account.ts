@@ -9,18 +9,21 @@
 // - unlinking a host and removing a passkey need a fresh one (SIGN_IN_FRESH_SECONDS), and a person
 //   without it is sent to sign in before anything changes;
 // - removing a passkey also needs a user-verified assertion of one of the person's passkeys, for a
-//   challenge issued for that passkey's removal: the session alone cannot empty a person's passkeys.
+//   challenge issued for that passkey's removal: the session alone cannot empty a person's passkeys;
+// - setting up a host gives it default capabilities in the person's name, so it needs a fresh
+//   sign-in too; without a key the answer is a page with the enrollment token, shown that once.
 // Another person's ids answer exactly as unknown ones (404), as the services decide.
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { ApiError, isApiError } from '../../errors.ts';
 import type { PersonServiceDeps } from '../../services/deps.ts';
 import { listPasskeys, removePasskey } from '../../people/passkeys.ts';
+import { setUpHostAsPerson } from '../../services/enrollments.ts';
 import { myAgents, myHosts, revokeMyAgent, revokeMyGrant, revokeMyHost, unlinkMyHost } from '../../services/person-account.ts';
 import type { PersonSession, SignedIn } from '../../people/sessions.ts';
 import { pageSecurityHeaders, redirectTo, signInUrl, type PageWrapper } from './session.ts';
 import { ACCOUNT_PATH } from './pages/device-pages.ts';
-import { accountPage, NOTICES, removePasskeyPage, type Notice } from './pages/people-pages.ts';
+import { accountPage, enrollmentTokenPage, NOTICES, removePasskeyPage, type Notice } from './pages/people-pages.ts';
 
 /**
  * Agents on one page: a page a person reads and scrolls, each agent with its grants and forms.
@@ -37,6 +40,12 @@ const passkeyId = z.string().min(1).max(1400);
 const cursor = z.string().min(3).max(257);
 
 const OUT_OF_DATE = 'This form is out of date. Go back, reload the page and try again.';
+
+/** The set-up form's fields, bounded as the people's API bounds them (http/people.ts personHostBodySchema). */
+const hostName = z.string().trim().min(1).max(200);
+const defaultNames = z.string().max(13_000).transform((text) => text.split(/[\s,]+/).filter((name) => name !== '')).pipe(z.array(z.string().max(128)).max(100));
+/** A JWK is a few hundred characters; the form allows some room for whitespace around it. */
+const publicKeyText = z.string().max(16_000);
 
 export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): Router {
   const router = Router();
@@ -76,6 +85,7 @@ export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
       hosts,
       passkeys,
       known: [deps.config.PROVIDER_NAME, ...hosts.flatMap((h) => (h.name ? [h.name] : []))],
+      defaultable: deps.catalog.list().filter((c) => c.approval_strength !== 'presence').map((c) => c.name),
       plugins: (name) => deps.operators.get(name),
       describe: (capability) => deps.catalog.get(capability)?.description,
       notice,
@@ -127,6 +137,31 @@ export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
     if (!sessions.isFresh(session)) return redirectTo(signInUrl(ACCOUNT_PATH));
     await unlinkMyHost(deps, person.personId, hostId, 'account_page');
     return done('host_unlinked');
+  }));
+
+  // Setting up a host (services/enrollments.ts): like unlinking, it needs a recent sign-in, checked
+  // before anything is made. With a key the host is made and the person comes back to the list;
+  // without one this answer is the only place the enrollment token is ever shown.
+  router.post(`${ACCOUNT_PATH}/hosts/new`, forms, page(async (req, res, session) => {
+    const { body } = formOf(req, res, session);
+    const name = hostName.safeParse(body.name);
+    if (!name.success) throw new ApiError('invalid_request', 'Give the host a name, at most 200 characters.');
+    const defaults = defaultNames.safeParse(body.default_capabilities ?? '');
+    if (!defaults.success) throw new ApiError('invalid_request', 'Name at most 100 default capabilities, each as the catalog spells it.');
+    const keyText = publicKeyText.safeParse(body.public_key ?? '');
+    if (!keyText.success) throw new ApiError('invalid_request', 'The public key must be a JWK, written as JSON.');
+    let publicKey: unknown;
+    if (keyText.data.trim() !== '') {
+      try {
+        publicKey = JSON.parse(keyText.data);
+      } catch {
+        throw new ApiError('invalid_request', 'The public key must be a JWK, written as JSON.');
+      }
+    }
+    if (!sessions.isFresh(session)) return redirectTo(signInUrl(ACCOUNT_PATH));
+    const setup = await setUpHostAsPerson(deps, session, { name: name.data, defaultCapabilities: defaults.data, ...(publicKey === undefined ? {} : { publicKey }) }, 'account_page');
+    if (setup.kind === 'host') return done('host_created');
+    return enrollmentTokenPage(setup.enrollment, setup.token, deps.config.issuer);
   }));
 
   // The removal's first step: the service refuses without an assertion and issues the challenge to

@@ -10,6 +10,7 @@
 //   replay     MemoryReplayRecords   (replay-records.ts) over the jti cache
 //   pending    MemoryPendingIndex    (pending-index.ts)  over the shared tables
 //   people     MemoryPersonRecords   (person-records.ts)
+//   enrollments MemoryHostEnrollments (host-enrollments.ts)
 //   audit      MemoryAuditRecords    (audit-ring.ts)
 //   decisions  MemoryDecisionRecords (decision-ring.ts)
 //   backend    MemoryBackend         (backend.ts)
@@ -20,6 +21,7 @@ import { MemoryAgentRecords } from './agent-records.ts';
 import { MemoryAuditRecords } from './audit-ring.ts';
 import { MemoryBackend } from './backend.ts';
 import { MemoryDecisionRecords } from './decision-ring.ts';
+import { MemoryHostEnrollments } from './host-enrollments.ts';
 import { MemoryHostRecords } from './host-records.ts';
 import { MemoryPendingIndex } from './pending-index.ts';
 import { MemoryPersonRecords } from './person-records.ts';
@@ -60,6 +62,7 @@ export class MemoryStore {
       replay: new MemoryReplayRecords(gate, jtis),
       pending: new MemoryPendingIndex(gate, tables),
       people: new MemoryPersonRecords(gate),
+      enrollments: new MemoryHostEnrollments(gate),
       audit,
       decisions,
       backend: new MemoryBackend(gate, options.onListenerError),

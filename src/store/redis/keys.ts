@@ -54,6 +54,8 @@ export interface KeyLayout {
   personInbox(personKey: string): string;
   /** The person a login hint names, keyed by a hash of the hint. */
   loginHint(hintHash: string): string;
+  /** A host enrollment (hash, one field per record field), keyed and tagged by its token's SHA-256; expires a day after it was made. */
+  hostEnrollment(tokenHash: string): string;
   /** Agents or hosts waiting for approval, scored by creation time (one key each: no hash tag needed). */
   pendingSince(kind: PendingKind): string;
   /** The marker a durability round writes in the slot of `anchorKey` (store/redis/durability.ts). */
@@ -128,6 +130,7 @@ export function keyLayout(prefix: string): KeyLayout {
     personEmail: (personKey) => `${prefix}person:{${personKey}}:email`,
     personInbox: (personKey) => `${prefix}person:{${personKey}}:inbox`,
     loginHint: (hintHash) => `${prefix}hint:{${hintHash}}`,
+    hostEnrollment: (tokenHash) => `${prefix}enroll:{${tokenHash}}`,
     invalidationChannel: `${prefix}invalidate`,
     auditStream: `${prefix}audit`,
     decisionStream: `${prefix}decisions`,

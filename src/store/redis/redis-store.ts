@@ -11,6 +11,7 @@
 //   replay     RedisReplayRecords   (replay-records.ts)
 //   pending    RedisPendingIndex    (pending-index.ts)
 //   people     RedisPersonRecords   (person-records.ts)
+//   enrollments RedisHostEnrollments (host-enrollments.ts)
 //   audit      RedisAuditRecords    (audit-records.ts)
 //   decisions  RedisDecisionRecords (decision-records.ts)
 //   backend    RedisBackend         (backend.ts; also the durability connection and the subscriber)
@@ -22,6 +23,7 @@ import { RedisBackend } from './backend.ts';
 import { RedisDecisionRecords } from './decision-records.ts';
 import { connectAndCheck, DEFAULT_WAIT_TIMEOUT_MS, describeTarget, openConnection, type RedisConnection, type RedisStoreOptions } from './connection.ts';
 import { ReplicaWait } from './durability.ts';
+import { RedisHostEnrollments } from './host-enrollments.ts';
 import { RedisHostRecords } from './host-records.ts';
 import { keyLayout, type KeyLayout } from './keys.ts';
 import { redisParts } from './parts.ts';
@@ -90,6 +92,7 @@ export class RedisStore {
       replay: new RedisReplayRecords(parts),
       pending: new RedisPendingIndex(parts),
       people: new RedisPersonRecords(parts),
+      enrollments: new RedisHostEnrollments(parts),
       audit,
       decisions,
       backend: this.#backend,

@@ -447,6 +447,36 @@ return 1
 `,
 };
 
+/**
+ * Stores a new host enrollment unless one is stored under the same token hash, with its expiry, in
+ * one step. KEYS: the enrollment hash. ARGV: milliseconds to keep it, then field, value, ...
+ */
+const CREATE_ENROLLMENT: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+`,
+};
+
+/**
+ * Binds a host enrollment to the host its token made: only while it is pending, so of two enrolls
+ * with one token exactly one wins. HSET keeps the key's expiry. KEYS: the enrollment hash.
+ * ARGV: host id, when (epoch ms).
+ */
+const COMPLETE_ENROLLMENT: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 'not_found' end
+if state ~= 'pending' then return 'not_pending' end
+redis.call('HSET', KEYS[1], 'state', 'enrolled', 'hostId', ARGV[1], 'enrolledAtMs', ARGV[2])
+return 'enrolled'
+`,
+};
+
 /** Every script, by the command name ioredis registers it under. */
 export const SCRIPTS = {
   agentgateGetAgent: GET_AGENT,
@@ -470,6 +500,8 @@ export const SCRIPTS = {
   agentgateAddPasskey: ADD_PASSKEY,
   agentgateUpdatePasskey: UPDATE_PASSKEY,
   agentgateAddToInbox: ADD_TO_INBOX,
+  agentgateCreateEnrollment: CREATE_ENROLLMENT,
+  agentgateCompleteEnrollment: COMPLETE_ENROLLMENT,
 } as const satisfies Record<string, ScriptDefinition>;
 
 export type ScriptName = keyof typeof SCRIPTS;

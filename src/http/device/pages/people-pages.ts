@@ -32,6 +32,8 @@ interface AccountView {
   describe: (capability: string) => string | undefined;
   /** What the form the person just sent did, in words (one of NOTICES). */
   notice?: string | undefined;
+  /** The capabilities a host may get as defaults (offered, none needing presence), for the set-up form's hint. */
+  defaultable: readonly string[];
 }
 
 /**
@@ -44,6 +46,7 @@ export const NOTICES = {
   host_unlinked: 'The host is unlinked: its agents are revoked, and any agent it starts from now on waits for a new approval.',
   host_revoked: 'The host is revoked, and every agent on it with it. This is final.',
   passkey_removed: 'The passkey is removed.',
+  host_created: 'The host is set up and linked to you: it can register agents with its key now.',
 } as const;
 export type Notice = keyof typeof NOTICES;
 
@@ -163,6 +166,44 @@ ${actionForm(`${ACCOUNT_PATH}/hosts/revoke`, view.csrfToken, { host_id: host.id 
 </section>`;
 }
 
+/** Most capability names the set-up form lists as possible defaults; the rest are named by count. */
+const DEFAULTABLE_LISTED = 50;
+
+/**
+ * The form that sets up a host for the person (services/enrollments.ts): a name, the default
+ * capabilities, and the host's public key if they have it; without one they get an enrollment token.
+ */
+function hostSetupSection(view: AccountView): SafeHtml {
+  const listed = view.defaultable.slice(0, DEFAULTABLE_LISTED);
+  const more = view.defaultable.length - listed.length;
+  return html`<h2>Set up a host</h2>
+<p class="hint">A host you set up is linked to you at once: the agents it starts for you get its default capabilities without asking, as if you had approved them. Needs a recent sign-in.</p>
+<form method="post" action="${ACCOUNT_PATH}/hosts/new" class="setup">
+<input type="hidden" name="csrf" value="${view.csrfToken}">
+<p><label for="host-name">Name</label><br><input type="text" id="host-name" name="name" maxlength="200" required></p>
+<p><label for="host-defaults">Default capabilities</label> <span class="hint">(names, separated by spaces or commas; none is fine)</span><br><input type="text" id="host-defaults" name="default_capabilities" maxlength="13000"></p>
+<p class="hint">${listed.length === 0 ? 'No capability can be a default here.' : html`Possible: ${listed.map((c, i) => html`${i > 0 ? ', ' : ''}<code>${c}</code>`)}${more > 0 ? ` and ${more} more` : ''}. Capabilities that need your passkey for every approval never can.`}</p>
+<p><label for="host-key">Its public key (JWK), if you have it</label><br><textarea id="host-key" name="public_key" rows="4" cols="60" maxlength="16000"></textarea></p>
+<p class="hint">Without a key you get an enrollment token, shown once, that the host uses within an hour to register its key.</p>
+<button type="submit" class="secondary">Set up the host</button>
+</form>`;
+}
+
+/**
+ * The answer to the set-up form without a key: the enrollment token, shown this once (only its hash
+ * is kept), and how the host uses it. Every value goes through the escaping template.
+ */
+export function enrollmentTokenPage(enrollment: { name: string; defaultCapabilities: readonly string[]; expiresAtMs: number }, token: string, issuer: string): SafeHtml {
+  const body = JSON.stringify({ token, public_key: { kty: 'OKP', crv: 'Ed25519', x: '…' } });
+  return html`<h1>Your enrollment token</h1>
+<p>For the host <strong>${displayText(enrollment.name, LIMITS.hostName)}</strong>, with ${enrollment.defaultCapabilities.length === 0 ? 'no default capabilities' : html`the default capabilities ${enrollment.defaultCapabilities.map((c, i) => html`${i > 0 ? ', ' : ''}<code>${c}</code>`)}`}.</p>
+<p class="warning">Copy it now: it is shown only this once. Anyone who has it can register a host in your name until ${when(enrollment.expiresAtMs)}, so give it only to the machine that will be the host.</p>
+<p><code class="token" id="enrollment-token">${token}</code></p>
+<p>On the host, send it with the host's public key (the key its JWTs are signed with) to <code>POST ${issuer}/host/enroll</code>, for example:</p>
+<pre><code>curl -X POST ${issuer}/host/enroll -H 'Content-Type: application/json' -d '${body}'</code></pre>
+<p>The host is then linked to you and appears under Hosts on <a href="${ACCOUNT_PATH}">your agents page</a>. The token works once, within the hour.</p>`;
+}
+
 /** A passkey by a short, stable part of its id, which is all that tells two of them apart. */
 const passkeyLabel = (passkey: Passkey) => (passkey.id.length > 12 ? `${passkey.id.slice(0, 12)}…` : passkey.id);
 
@@ -189,6 +230,7 @@ ${view.nextAgentsUrl ? html`<p><a href="${view.nextAgentsUrl}" rel="next">More a
 <h2>Hosts</h2>
 <p class="hint">The machines or services your agents run on. A host you approved an agent on is linked to you: the agents it starts for you later may get its default capabilities without asking.</p>
 ${view.hosts.length === 0 ? html`<p>No host is linked to you.</p>` : view.hosts.map((h) => hostItem(view, h))}
+${hostSetupSection(view)}
 <h2>Passkeys</h2>
 ${passkeysSection(view)}`;
 }

@@ -2,7 +2,7 @@
 // execute, and the pieces execute's one-round-trip path uses (precheck, cached-key signature
 // check, issuer rule), so every rule about agent tokens lives here.
 import type { Clock } from '../common/clock.ts';
-import type { AgentSnapshot } from '../domain/types.ts';
+import type { AgentSnapshot, AgentStatus } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { CallerBudgets } from './budgets.ts';
 import { noteAgent } from '../request-context.ts';
@@ -124,6 +124,13 @@ export class AgentAuthenticator {
     if (refused?.keyVersion === fresh.keyVersion) throw new ApiError('invalid_jwt', 'JWT signature verification failed');
     await verifySignature(decoded, fresh);
     noteAgent(agentId, fresh.hostId);
+    // An agent that can never execute again (revoked, rejected, claimed) is refused by the execute
+    // round trip whatever its key: its JWKS is not fetched on its behalf, and its key is not kept,
+    // so its next call comes here again rather than to a cached key that would be checked.
+    if (FINAL_STATUSES.has(snapshot.agent.status)) {
+      this.#deps.keys.invalidate(agentId);
+      return fresh;
+    }
     return fresh.jwks ? this.#stillPublished(fresh) : fresh;
   }
 
@@ -164,6 +171,9 @@ export function assertIssuer(claims: Record<string, unknown>, hostThumbprint: st
     throw new ApiError('invalid_jwt', "agent JWT iss does not match the agent's host");
   }
 }
+
+/** Agent statuses no request ever leaves (the execute round trip refuses each). */
+const FINAL_STATUSES: ReadonlySet<AgentStatus> = new Set<AgentStatus>(['revoked', 'rejected', 'claimed']);
 
 const MAX_CAPABILITY_CLAIM_ITEMS = 256;
 /** Agent ids are opaque but plain: no characters that could escape a Redis hash tag. */

@@ -46,6 +46,8 @@ export interface HostAuthOptions {
   allowRevoked?: boolean;
   /** Which budget a known host spends: status polling has its own, higher one. */
   limit?: 'host' | 'status';
+  /** The caller's address: an unknown host's JWKS fetch spends its budget (registration passes it). */
+  clientIp?: string;
 }
 
 /**
@@ -82,29 +84,34 @@ export class HostAuthenticator {
     const { jti } = checkTimeAndJti(claims, this.timeRules());
     const delivery = keyDeliveryOf(claims);
 
-    let host = await this.#deps.store.findHostByThumbprint(iss);
+    let host: HostRecord | null;
     let presentedJwk: PublicJwk | null = null;
     let presentedJwksUrl: string | undefined;
     let movedKey: { thumbprint: string; publicJwk: PublicJwk } | null = null;
-    if (host) {
-      assertSameDelivery(host, delivery);
-      const key = host.jwksUrl === undefined ? host.publicJwk : await this.jwksKey(host.jwksUrl, decoded, iss, host.id);
-      await verifySignature(decoded, await this.#deps.importer.import(key));
-      // The signature proves which host calls: from here the request's access line names it.
-      noteHost(host.id);
+    // A JWT naming a JWKS URL is looked up by that URL first (protocol §5.5: the URL names a JWKS
+    // host, whichever of its keys signs): a thumbprint another host took meanwhile (a rotation onto
+    // a key that was public before its first use) cannot capture the URL's host's requests.
+    const byUrl = delivery.kind === 'jwks' ? await this.#deps.store.findHostByJwksUrl(delivery.url) : null;
+    if (byUrl) {
+      host = byUrl;
+      if (byUrl.thumbprint === iss) await this.verifyStoredJwksKey(byUrl, decoded, iss);
+      else movedKey = await this.verifyRotatedJwksHost(byUrl, decoded, iss);
     } else {
-      // Protocol §5.2 step 4: a JWKS host that signs with a key it published since is found by its URL.
-      const byUrl = delivery.kind === 'jwks' ? await this.#deps.store.findHostByJwksUrl(delivery.url) : null;
-      if (byUrl) {
-        movedKey = await this.verifyRotatedJwksHost(byUrl, decoded, iss);
-        host = byUrl;
-        noteHost(host.id);
+      host = await this.#deps.store.findHostByThumbprint(iss);
+      if (host) {
+        assertSameDelivery(host, delivery);
+        if (host.jwksUrl === undefined) await verifySignature(decoded, await this.#deps.importer.import(host.publicJwk));
+        else await this.verifyStoredJwksKey(host, decoded, iss);
       } else {
-        presentedJwk = await this.verifySelfSigned(decoded, iss, delivery);
-        if (delivery.kind === 'jwks') presentedJwksUrl = delivery.url;
+        // Refused before the presented key is read: an endpoint that never accepts unknown hosts must
+        // not fetch a URL an unknown caller names.
         if (!options.allowUnknown) throw new ApiError('host_not_found', 'no host is registered with this key');
+        presentedJwk = await this.verifySelfSigned(decoded, iss, delivery, options.clientIp ?? 'unknown');
+        if (delivery.kind === 'jwks') presentedJwksUrl = delivery.url;
       }
     }
+    // The signature proves which host calls: from here the request's access line names it.
+    if (host) noteHost(host.id);
     // Recorded only after the signature verified, so a forgery cannot burn a real host's jti.
     if (!(await this.#deps.store.recordHostJti(iss, jti, jtiTtlMs(this.#deps.settings)))) {
       throw new ApiError('invalid_jwt', 'JWT jti has already been used (replay)');
@@ -113,17 +120,22 @@ export class HostAuthenticator {
       await this.#deps.budgets.host(host.id, options.limit ?? 'host');
       const refusal = host.status === 'revoked' && options.allowRevoked === true ? null : hostRefusal(host.status, options.allowPending);
       if (refusal) throw refusal;
-      // Only a token that passed every check above may move the stored key.
-      if (movedKey) host = await this.#deps.moveJwksKey(host, movedKey);
+      // Only a token that passed every check above may move the stored key, and only a live host's:
+      // a revoked host may still repeat its revocation, but its record stays as it was revoked.
+      if (movedKey && (host.status === 'active' || host.status === 'pending')) host = await this.#deps.moveJwksKey(host, movedKey);
     }
     return { host, thumbprint: iss, presentedJwk, ...(presentedJwksUrl !== undefined ? { presentedJwksUrl } : {}), claims };
   }
 
-  /** An unknown host proves possession of the key it presents, whose thumbprint must be `iss`. */
-  private async verifySelfSigned(decoded: DecodedJwt, iss: string, delivery: KeyDelivery): Promise<PublicJwk> {
+  /**
+   * An unknown host proves possession of the key it presents, whose thumbprint must be `iss`. A
+   * fetch it causes spends its address's budget: its `iss` is unverified, so a budget kept by
+   * thumbprint would be a new one for every made-up key.
+   */
+  private async verifySelfSigned(decoded: DecodedJwt, iss: string, delivery: KeyDelivery, clientIp: string): Promise<PublicJwk> {
     let jwk: PublicJwk;
     if (delivery.kind === 'inline') jwk = parsePublicJwk(delivery.jwk, this.#deps.settings.algorithms, 'host_public_key').jwk;
-    else if (delivery.kind === 'jwks') jwk = await this.jwksKey(delivery.url, decoded, iss, iss);
+    else if (delivery.kind === 'jwks') jwk = await this.jwksKey(delivery.url, decoded, iss, `address:${clientIp}`);
     else throw new ApiError('invalid_jwt', 'unknown host: the JWT must carry host_public_key or host_jwks_url');
     if (jwkThumbprint(jwk) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of the host key');
     await verifySignature(decoded, await this.#deps.importer.import(jwk));
@@ -132,13 +144,30 @@ export class HostAuthenticator {
 
   /**
    * The key a JWKS host's JWT names by its header kid, which must be the key `iss` names.
-   * `callerKey` is whose fetch budget a fetch spends: the host's id, or an unknown host's thumbprint.
+   * `callerKey` is whose fetch budget a fetch spends, or null when the cache's own bounds (one
+   * kid-miss refetch per URL per interval, the global budget) are the only ones that can apply:
+   * before the signature is verified, no host may be charged for a request it did not make.
    */
-  private async jwksKey(url: string, decoded: DecodedJwt, iss: string, callerKey: string): Promise<PublicJwk> {
+  private async jwksKey(url: string, decoded: DecodedJwt, iss: string, callerKey: string | null): Promise<PublicJwk> {
     const kid = parseKid(decoded.header.kid, 'a JWT of a host whose keys are at a JWKS URL: the header kid', 'invalid_jwt');
     const key = await this.#deps.jwks.resolve(url, kid, { callerKey, label: 'the host\'s JWKS URL', code: 'invalid_jwt' });
     if (jwkThumbprint(key) !== iss) throw new ApiError('invalid_jwt', 'host JWT iss is not the thumbprint of the key its kid names');
     return key;
+  }
+
+  /**
+   * A JWKS host signing with its stored key: the signature is checked with the stored key first
+   * (its thumbprint is `iss`), and only then whether its JWKS still publishes it under the header
+   * kid, which answers from the cache when it can and spends no budget: a forgery naming a host's
+   * thumbprint is refused before it can make us fetch anything in that host's name.
+   */
+  private async verifyStoredJwksKey(host: HostRecord, decoded: DecodedJwt, iss: string): Promise<void> {
+    await verifySignature(decoded, await this.#deps.importer.import(host.publicJwk));
+    const kid = parseKid(decoded.header.kid, 'a JWT of a host whose keys are at a JWKS URL: the header kid', 'invalid_jwt');
+    const found = await this.#deps.jwks.published(host.jwksUrl!, kid, iss);
+    if (found.kind === 'removed') throw new ApiError('invalid_jwt', "the host's JWKS URL no longer publishes this key under the header kid");
+    if (found.kind === 'changed') throw new ApiError('invalid_jwt', "the host's JWKS URL publishes another key under the header kid");
+    if (found.kind === 'unavailable') throw new ApiError('invalid_jwt', `the host's JWKS URL could not be used: ${found.reason}`);
   }
 
   /**
@@ -150,7 +179,8 @@ export class HostAuthenticator {
    */
   private async verifyRotatedJwksHost(host: HostRecord, decoded: DecodedJwt, iss: string): Promise<{ thumbprint: string; publicJwk: PublicJwk } | null> {
     const url = host.jwksUrl!;
-    const key = await this.jwksKey(url, decoded, iss, host.id);
+    // Unverified until the key is fetched, so nobody's budget is charged (see jwksKey).
+    const key = await this.jwksKey(url, decoded, iss, null);
     await verifySignature(decoded, await this.#deps.importer.import(key));
     const storedKid = host.publicJwk.kid;
     const stored = storedKid === undefined ? ({ kind: 'removed' } as const) : await this.#deps.jwks.published(url, storedKid, host.thumbprint);
@@ -166,8 +196,9 @@ export class HostAuthenticator {
 type KeyDelivery = { kind: 'inline'; jwk: unknown } | { kind: 'jwks'; url: string } | { kind: 'none' };
 
 function keyDeliveryOf(claims: Record<string, unknown>): KeyDelivery {
-  const inline = claims.host_public_key !== undefined;
-  const jwks = claims.host_jwks_url !== undefined;
+  // A null claim is an absent one: some clients write every optional field.
+  const inline = claims.host_public_key !== undefined && claims.host_public_key !== null;
+  const jwks = claims.host_jwks_url !== undefined && claims.host_jwks_url !== null;
   if (inline && jwks) throw new ApiError('invalid_request', 'a host JWT carries host_public_key or host_jwks_url, not both');
   if (inline) return { kind: 'inline', jwk: claims.host_public_key };
   if (jwks) return { kind: 'jwks', url: parseJwksUrl(claims.host_jwks_url, 'host_jwks_url') };

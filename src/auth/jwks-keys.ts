@@ -50,6 +50,23 @@ export function parseJwksUrl(value: unknown, label: string): string {
   return value;
 }
 
+/**
+ * Whether two JWKS URLs may name the same document: the scheme's and host's case, a default port
+ * and dot segments make no difference (WHATWG URL parsing settles them), and neither does the
+ * query, which many servers ignore, so two URLs that differ only there are taken as the same. Used
+ * where two URLs must differ (a host's and its agent's, protocol §5.1), where the stricter reading
+ * is the safe one; lookups compare the exact spelling. A redirect from one URL to the other cannot
+ * be seen here.
+ */
+export function sameJwksUrl(a: string, b: string): boolean {
+  return documentOf(a) === documentOf(b);
+}
+
+function documentOf(text: string): string {
+  const url = new URL(text);
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
 /** A kid as a caller names it (header `kid`, `agent_kid`): a non-empty string of bounded length. */
 export function parseKid(value: unknown, label: string, code: ErrorCode): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_KID_CHARS) {
@@ -77,11 +94,12 @@ export class JwksKeys {
 
   /**
    * The key `url` publishes under `kid`, checked as an inline key would be, with its kid kept.
-   * `callerKey` names whose budget a fetch spends; `code` is the refusal's error code (the caller
-   * knows whether a missing key makes a token invalid or a request malformed).
+   * `callerKey` names whose budget a fetch spends (null: none, the cache's own bounds only); `code`
+   * is the refusal's error code (the caller knows whether a missing key makes a token invalid or a
+   * request malformed).
    */
-  async resolve(url: string, kid: string, options: { callerKey: string; label: string; code: ErrorCode }): Promise<PublicJwk> {
-    if (this.#deps.source.peek(url, kid) === undefined) await this.#deps.spendFetch(options.callerKey);
+  async resolve(url: string, kid: string, options: { callerKey: string | null; label: string; code: ErrorCode }): Promise<PublicJwk> {
+    if (options.callerKey !== null && this.#deps.source.peek(url, kid) === undefined) await this.#deps.spendFetch(options.callerKey);
     const found = await this.#deps.source.lookup(url, kid);
     if (found.kind === 'unknown_kid') throw new ApiError(options.code, `${options.label} publishes no key with kid ${JSON.stringify(kid)}`);
     if (found.kind === 'unavailable') throw new ApiError(options.code, `${options.label} could not be used: ${found.reason}`);

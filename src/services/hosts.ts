@@ -116,6 +116,13 @@ export async function rotateHostKey(deps: HostDeps, token: string | null, public
  * concurrent request that moved it to the same key already is not an error.
  */
 export async function moveJwksHostKey(deps: HostDeps, host: HostRecord, next: { thumbprint: string; publicJwk: PublicJwk }): Promise<HostRecord> {
+  // Another host holds that thumbprint (it rotated onto the key while the key was public and
+  // unused): the stored key stays, and the URL goes on naming this host, which is how it was found.
+  const holder = await deps.store.findHostByThumbprint(next.thumbprint);
+  if (holder && holder.id !== host.id) {
+    deps.logger.warn('a JWKS host signs with a key another host holds; its stored key stays', { hostId: host.id, holderHostId: holder.id });
+    return host;
+  }
   try {
     return await moveHostKey(deps, host, next, 'jwks');
   } catch (err) {

@@ -1,6 +1,6 @@
 // POST /agent/register (protocol §4.3): dynamic host registration, idempotent pending retries,
 // (host, agent key) uniqueness, policy-decided grants, approval when consent is needed.
-import { parseJwksUrl, parseKid } from '../auth/jwks-keys.ts';
+import { parseJwksUrl, parseKid, sameJwksUrl } from '../auth/jwks-keys.ts';
 import { parsePublicJwk, jwkThumbprint } from '../auth/keys.ts';
 import { activationClocks, hostRefusal, lifetimeSettings } from '../domain/lifecycle.ts';
 import { checkLiveGrantLimits } from '../domain/limits.ts';
@@ -43,7 +43,7 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
   // Every registration can create stored state, so one address has an hourly budget of them
   // (SECURITY.md), checked before any signature is verified.
   await deps.limits.consume('registration', request.clientIp);
-  const verified = await deps.hostAuth.verify(token, { allowUnknown: true, allowPending: true });
+  const verified = await deps.hostAuth.verify(token, { allowUnknown: true, allowPending: true, clientIp: request.clientIp });
   if (!verified.host) {
     if (!config.DYNAMIC_HOST_REGISTRATION) {
       throw new ApiError('dynamic_host_registration_disabled', 'unknown hosts may not register agents here; ask an administrator to pre-register the host');
@@ -51,7 +51,8 @@ export async function registerAgent(deps: RegistrationDeps, token: string | null
     await deps.limits.consume('unknownHostRegistration', request.clientIp);
   }
   const hostJwksUrl = verified.host?.jwksUrl ?? verified.presentedJwksUrl;
-  const { agentKey, agentJwksUrl } = await agentKeyFrom(deps, verified.claims, { hostJwksUrl, callerKey: verified.host?.id ?? verified.thumbprint });
+  // A fetch for a host not yet stored spends its address's budget, as its own key's fetch did (auth/host-auth.ts).
+  const { agentKey, agentJwksUrl } = await agentKeyFrom(deps, verified.claims, { hostJwksUrl, callerKey: verified.host?.id ?? `address:${request.clientIp}` });
   const keyThumbprint = jwkThumbprint(agentKey);
   const requests = dedupeRequests(request.capabilities);
   validateRequests(deps, requests);
@@ -178,7 +179,7 @@ async function agentKeyFrom(
   if (claims.agent_jwks_url === undefined) throw new ApiError('invalid_request', 'the host JWT must carry agent_public_key, or agent_jwks_url with agent_kid');
   const url = parseJwksUrl(claims.agent_jwks_url, 'agent_jwks_url');
   const kid = parseKid(claims.agent_kid, 'agent_kid (required with agent_jwks_url)', 'invalid_request');
-  if (url === host.hostJwksUrl) throw new ApiError('invalid_request', "agent_jwks_url must differ from the host's JWKS URL");
+  if (host.hostJwksUrl !== undefined && sameJwksUrl(url, host.hostJwksUrl)) throw new ApiError('invalid_request', "agent_jwks_url must differ from the host's JWKS URL");
   const agentKey = await deps.jwks.resolve(url, kid, { callerKey: host.callerKey, label: 'agent_jwks_url', code: 'invalid_request' });
   return { agentKey, agentJwksUrl: url };
 }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Client, code, http } from '../support/client.ts';
 import { JWKS_TEST_ENV, startJwksServer, type JwksServer } from '../support/jwks-server.ts';
 import { newEd25519, newRsa, signJwt, type JwtOptions, type TestKey } from '../support/keys.ts';
-import { forEachStore, testServerForBlock } from '../support/server.ts';
+import { forEachStore, testServerForBlock, type StoreKind, type TestServer } from '../support/server.ts';
 
 const TTL_SECONDS = 300;
 const STALE_SECONDS = 60;
@@ -21,18 +21,23 @@ afterAll(() => publisher.close());
 /** A fresh path on the publisher, so no test sees another's cached set. */
 const newPath = () => `/${randomUUID()}/jwks.json`;
 
-forEachStore('keys at a JWKS URL', (storeKind) => {
-  const server = testServerForBlock(() => ({
+/** A test server that trusts the publisher's CA and may fetch from loopback, with these fetch budgets. */
+function jwksServer(storeKind: StoreKind, fetchesPerHostPerHour: number) {
+  return testServerForBlock(() => ({
     store: storeKind,
     env: {
       ...JWKS_TEST_ENV,
       JWKS_CACHE_TTL_SECONDS: String(TTL_SECONDS),
       JWKS_CACHE_STALE_SECONDS: String(STALE_SECONDS),
-      RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '3',
+      RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: String(fetchesPerHostPerHour),
       JWKS_FETCHES_PER_MINUTE: '1000',
     },
     jwksFetch: { ca: publisher.ca },
   }));
+}
+
+/** What every block's tests use, bound to its server. */
+function jwksHelpers(server: TestServer) {
   const c = new Client(server);
   const advance = (seconds: number) => server.clock.advance(seconds * 1000);
 
@@ -66,6 +71,13 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
     expect(res.json.status).toBe('active');
     return { host, path, agentKey, agent: { id: res.json.agent_id as string, key: agentKey, host, registration: res.json } };
   }
+
+  return { c, advance, jwksHostToken, register, jwksHostWithAgent, jwksAgent };
+}
+
+forEachStore('keys at a JWKS URL', (storeKind) => {
+  const server = jwksServer(storeKind, 1000);
+  const { c, advance, jwksHostToken, register, jwksHostWithAgent, jwksAgent } = jwksHelpers(server);
 
   it('a host that delivers its key by a JWKS URL registers, polls and executes, identified by the thumbprint of the key its kid names', async () => {
     const { path, hostKey, agent } = await jwksHostWithAgent();
@@ -279,7 +291,14 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
     expect(code(await register(await jwksHostToken(hostKey, 'k', publisher.url(symmetric), { agent_public_key: (await newEd25519()).publicJwk })))).toBe('401 invalid_jwt');
   });
 
-  it('a host spraying kids the JWKS lacks causes at most one refetch per interval, and runs into its fetch budget', async () => {
+});
+
+// Budgets of 3, so that a test can spend one: a host's own, and an unknown host's address's.
+forEachStore('JWKS fetch budgets', (storeKind) => {
+  const server = jwksServer(storeKind, 3);
+  const { c, jwksHostToken, register, jwksHostWithAgent } = jwksHelpers(server);
+
+  it('a host spraying kids its JWKS lacks causes at most one refetch per interval, whatever its budget', async () => {
     const { path, hostKey, agent } = await jwksHostWithAgent();
     const before = publisher.fetches(path);
     const answers: string[] = [];
@@ -287,10 +306,10 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
       const token = await jwksHostToken(hostKey, `missing-${i}`, publisher.url(path));
       answers.push(code(await http('GET', c.url(`/agent/status?agent_id=${agent.id}`), { token })));
     }
-    // Each miss may cost a fetch, so each spends the host's budget (3 here); only one refetch happens.
-    expect(answers).toEqual(['401 invalid_jwt', '401 invalid_jwt', '401 invalid_jwt', '429 rate_limited', '429 rate_limited', '429 rate_limited']);
+    // Its signature verifies with its stored key, so the missing kid is checked against the cached
+    // set, whose one refetch per interval bounds what the spray costs.
+    expect(answers).toEqual(Array(6).fill('401 invalid_jwt'));
     expect(publisher.fetches(path) - before).toBeLessThanOrEqual(1);
-    // Its published key still works: a cached key spends nothing.
     const ok = await http('GET', c.url(`/agent/status?agent_id=${agent.id}`), { token: await jwksHostToken(hostKey, 'host-1', publisher.url(path)) });
     expect(ok.json.status).toBe('active');
   });
@@ -304,6 +323,23 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
       answers.push(code(await register(await c.hostToken(host, { claims: { agent_jwks_url: publisher.url(path), agent_kid: 'a' } }))));
     }
     expect(answers).toEqual(['200', '200', '200', '429 rate_limited']);
+  });
+});
+
+// Its own server, so that nothing else spent the address's budget of 2 first.
+forEachStore('JWKS fetch budgets of an address', (storeKind) => {
+  const server = jwksServer(storeKind, 2);
+  const { jwksHostToken, register } = jwksHelpers(server);
+
+  it('unknown hosts naming JWKS URLs from one address share that address\'s fetch budget: a fresh key per request buys nothing', async () => {
+    const answers: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const path = newPath();
+      const key = await newEd25519();
+      publisher.publish(path, [{ kid: 'k', key }]);
+      answers.push(code(await register(await jwksHostToken(key, 'k', publisher.url(path), { agent_public_key: (await newEd25519()).publicJwk }))));
+    }
+    expect(answers).toEqual(['200', '200', '429 rate_limited', '429 rate_limited']);
   });
 });
 

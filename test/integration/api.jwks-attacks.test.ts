@@ -16,7 +16,7 @@ import { makeTestCertificates } from '../support/certificates.ts';
 import { Client, code, http, type HttpResult, type TestAgent } from '../support/client.ts';
 import { JWKS_TEST_ENV, startJwksServer, type JwksServer } from '../support/jwks-server.ts';
 import { newEd25519, newP256, newRsa, signJwt, type JwtOptions, type TestKey } from '../support/keys.ts';
-import { forEachStore, testServerForBlock, type TestServer } from '../support/server.ts';
+import { forEachStore, testServerForBlock, type StoreKind, type TestServer } from '../support/server.ts';
 
 const TTL_SECONDS = 300;
 const STALE_SECONDS = 60;
@@ -40,6 +40,19 @@ async function publicOnly(alg: 'ES384' | 'ES512'): Promise<TestKey> {
   const pair = await generateKeyPair(alg, { extractable: true });
   const { kty, crv, x, y } = await exportJWK(pair.publicKey);
   return { privateKey: pair.privateKey, publicJwk: { kty, crv, x, y } as TestKey['publicJwk'], thumbprint: 'unused', alg: 'ES256' };
+}
+
+/** The cache times the tests move the clock past, and budgets no test here runs into unless it sets its own. */
+const CACHE_AND_BUDGETS = {
+  JWKS_CACHE_TTL_SECONDS: String(TTL_SECONDS),
+  JWKS_CACHE_STALE_SECONDS: String(STALE_SECONDS),
+  RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000',
+  JWKS_FETCHES_PER_MINUTE: '100000',
+};
+
+/** A server that trusts `ca` (default: the publisher's) and may fetch from loopback, with these settings over CACHE_AND_BUDGETS. */
+function attackServer(storeKind: StoreKind, env: Record<string, string>, ca?: () => string) {
+  return testServerForBlock(() => ({ store: storeKind, env: { ...JWKS_TEST_ENV, ...CACHE_AND_BUDGETS, ...env }, jwksFetch: { ca: ca ? ca() : publisher.ca } }));
 }
 
 /** The helpers every block uses, bound to its server. */
@@ -72,6 +85,14 @@ function helpers(server: TestServer) {
     return { path, url, hostKey, hostId, agent };
   }
 
+  /** The JWKS host publishes a next key and signs with it: what an attack must not have blocked ('active'). */
+  async function rotationAnswer(victim: { path: string; url: string; hostKey: TestKey; agent: TestAgent }): Promise<string> {
+    const next = await newEd25519();
+    publisher.publish(victim.path, [{ kid: 'host-1', key: victim.hostKey }, { kid: 'host-2', key: next }]);
+    const rotated = await status(await jwksHostToken(next, 'host-2', victim.url), victim.agent.id);
+    return rotated.json?.status ?? `${code(rotated)}: ${rotated.json?.message}`;
+  }
+
   /** An active agent whose key is at a JWKS URL (kid a), under a linked inline host. */
   async function jwksAgent(kid = 'a') {
     const host = await c.linkedHost(['echo']);
@@ -84,21 +105,11 @@ function helpers(server: TestServer) {
     return { path, host, agentKey, agent };
   }
 
-  return { c, advance, jwksHostToken, forgedHostToken, register, status, jwksHostWithAgent, jwksAgent };
+  return { c, advance, jwksHostToken, forgedHostToken, register, status, jwksHostWithAgent, jwksAgent, rotationAnswer };
 }
 
 forEachStore('JWKS attacks', (storeKind) => {
-  const server = testServerForBlock(() => ({
-    store: storeKind,
-    env: {
-      ...JWKS_TEST_ENV,
-      JWKS_CACHE_TTL_SECONDS: String(TTL_SECONDS),
-      JWKS_CACHE_STALE_SECONDS: String(STALE_SECONDS),
-      RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000',
-      JWKS_FETCHES_PER_MINUTE: '100000',
-    },
-    jwksFetch: { ca: publisher.ca },
-  }));
+  const server = attackServer(storeKind, {});
   const { c, advance, jwksHostToken, forgedHostToken, register, status, jwksHostWithAgent, jwksAgent } = helpers(server);
 
   // --- Taking over or impersonating a host by its JWKS URL ------------------------------------
@@ -458,12 +469,8 @@ forEachStore('JWKS attacks', (storeKind) => {
 // --- Fetch budgets ---------------------------------------------------------------------------
 
 forEachStore('JWKS attacks on a host\'s own fetch budget', (storeKind) => {
-  const server = testServerForBlock(() => ({
-    store: storeKind,
-    env: { ...JWKS_TEST_ENV, RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '3', JWKS_FETCHES_PER_MINUTE: '100000' },
-    jwksFetch: { ca: publisher.ca },
-  }));
-  const { advance, jwksHostToken, forgedHostToken, status, jwksHostWithAgent } = helpers(server);
+  const server = attackServer(storeKind, { RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '3', JWKS_FETCHES_PER_MINUTE: '100000' });
+  const { advance, forgedHostToken, status, jwksHostWithAgent, rotationAnswer } = helpers(server);
 
   it('an anonymous caller who knows a JWKS host\'s thumbprint cannot spend that host\'s fetch budget (forged tokens naming missing kids) and block its rotation', async () => {
     const { path, url, hostKey, agent } = await jwksHostWithAgent();
@@ -473,10 +480,7 @@ forEachStore('JWKS attacks on a host\'s own fetch budget', (storeKind) => {
     expect(forged.every((a) => a.startsWith('4'))).toBe(true);
     // Past the kid-miss interval, the victim publishes and signs with its next key.
     advance(31);
-    const next = await newEd25519();
-    publisher.publish(path, [{ kid: 'host-1', key: hostKey }, { kid: 'host-2', key: next }]);
-    const rotated = await status(await jwksHostToken(next, 'host-2', url), agent.id);
-    expect(rotated.json?.status ?? `${code(rotated)}: ${rotated.json?.message}`).toBe('active');
+    expect(await rotationAnswer({ path, url, hostKey, agent })).toBe('active');
   });
 
   it('an anonymous caller who knows a JWKS host\'s URL cannot spend that host\'s fetch budget (forged tokens with made-up iss) and block its rotation', async () => {
@@ -484,20 +488,13 @@ forEachStore('JWKS attacks on a host\'s own fetch budget', (storeKind) => {
     const attacker = await newEd25519();
     for (let i = 0; i < 4; i++) expect(code(await status(await forgedHostToken(attacker, randomThumbprint(), `nope-${i}`, url), agent.id))).toMatch(/^4/);
     advance(31);
-    const next = await newEd25519();
-    publisher.publish(path, [{ kid: 'host-1', key: hostKey }, { kid: 'host-2', key: next }]);
-    const rotated = await status(await jwksHostToken(next, 'host-2', url), agent.id);
-    expect(rotated.json?.status ?? `${code(rotated)}: ${rotated.json?.message}`).toBe('active');
+    expect(await rotationAnswer({ path, url, hostKey, agent })).toBe('active');
   });
 });
 
 forEachStore('JWKS attacks on the global fetch budget', (storeKind) => {
-  const server = testServerForBlock(() => ({
-    store: storeKind,
-    env: { ...JWKS_TEST_ENV, RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000', JWKS_FETCHES_PER_MINUTE: '5' },
-    jwksFetch: { ca: publisher.ca },
-  }));
-  const { jwksHostToken, status, jwksHostWithAgent } = helpers(server);
+  const server = attackServer(storeKind, { RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000', JWKS_FETCHES_PER_MINUTE: '5' });
+  const { jwksHostToken, status, jwksHostWithAgent, rotationAnswer } = helpers(server);
 
   it('an anonymous caller naming fresh iss values and JWKS URLs cannot spend the global fetch budget a JWKS host\'s rotation needs', async () => {
     const { path, url, hostKey, agent } = await jwksHostWithAgent();
@@ -506,19 +503,12 @@ forEachStore('JWKS attacks on the global fetch budget', (storeKind) => {
       const throwaway = await newEd25519();
       expect(code(await status(await jwksHostToken(throwaway, 'k', `https://10.255.${i}.1/jwks.json`)))).toMatch(/^4/);
     }
-    const next = await newEd25519();
-    publisher.publish(path, [{ kid: 'host-1', key: hostKey }, { kid: 'host-2', key: next }]);
-    const rotated = await status(await jwksHostToken(next, 'host-2', url), agent.id);
-    expect(rotated.json?.status ?? `${code(rotated)}: ${rotated.json?.message}`).toBe('active');
+    expect(await rotationAnswer({ path, url, hostKey, agent })).toBe('active');
   });
 });
 
 forEachStore('JWKS attacks on the cache\'s size', (storeKind) => {
-  const server = testServerForBlock(() => ({
-    store: storeKind,
-    env: { ...JWKS_TEST_ENV, RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000', JWKS_FETCHES_PER_MINUTE: '100000' },
-    jwksFetch: { ca: publisher.ca },
-  }));
+  const server = attackServer(storeKind, { RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000', JWKS_FETCHES_PER_MINUTE: '100000' });
   const { c, status, jwksAgent } = helpers(server);
 
   it('an anonymous caller cannot evict a JWKS agent\'s fresh key set from the cache and make its execute wait on a fetch', { timeout: 120_000 }, async () => {
@@ -605,18 +595,7 @@ describe('JWKS attacks by a slow or hanging publisher', () => {
   afterAll(() => hostile.close());
 
   forEachStore('hanging JWKS', (storeKind) => {
-    const server = testServerForBlock(() => ({
-      store: storeKind,
-      env: {
-        ...JWKS_TEST_ENV,
-        JWKS_CACHE_TTL_SECONDS: String(TTL_SECONDS),
-        JWKS_CACHE_STALE_SECONDS: String(STALE_SECONDS),
-        JWKS_FETCH_TIMEOUT_MS: '500',
-        RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: '1000',
-        JWKS_FETCHES_PER_MINUTE: '100000',
-      },
-      jwksFetch: { ca: hostile.ca },
-    }));
+    const server = attackServer(storeKind, { JWKS_FETCH_TIMEOUT_MS: '500' }, () => hostile.ca);
     const c = new Client(server);
     const advance = (seconds: number) => server.clock.advance(seconds * 1000);
     const register = (token: string) => http('POST', c.url('/agent/register'), { token, json: { name: 'a', mode: 'delegated', capabilities: ['echo'] } });

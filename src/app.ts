@@ -10,7 +10,7 @@ import { HostAuthenticator, type AuthSettings } from './auth/host-auth.ts';
 import { chooseEd25519Verifier } from './auth/ed25519-verify.ts';
 import { AgentKeyCache } from './auth/key-cache.ts';
 import type { CallerBudgets } from './auth/budgets.ts';
-import { JwksCache, JWKS_CACHE_DEFAULTS } from './auth/jwks-cache.ts';
+import { JwksCache, JWKS_CACHE_DEFAULTS, type JwksCacheCounters } from './auth/jwks-cache.ts';
 import { fetchJwks, JWKS_FETCH_DEFAULTS, type JwksFetchSettings } from './auth/jwks-fetch.ts';
 import { JwksKeys } from './auth/jwks-keys.ts';
 import { KeyImporter } from './auth/keys.ts';
@@ -83,7 +83,7 @@ interface App {
 }
 
 /** Keys at JWKS URLs (auth/jwks-keys.ts): the SSRF-safe fetcher behind the bounded cache, as configured. */
-function jwksKeysFor(config: Config, clock: Clock, budgets: CallerBudgets, testSettings: JwksFetchTestSettings | undefined): JwksKeys {
+function jwksKeysFor(config: Config, clock: Clock, budgets: CallerBudgets, testSettings: JwksFetchTestSettings | undefined): { jwks: JwksKeys; jwksFetches: JwksCacheCounters } {
   const fetchSettings: JwksFetchSettings = {
     ...JWKS_FETCH_DEFAULTS,
     timeoutMs: config.JWKS_FETCH_TIMEOUT_MS,
@@ -99,7 +99,7 @@ function jwksKeysFor(config: Config, clock: Clock, budgets: CallerBudgets, testS
     staleMs: config.JWKS_CACHE_STALE_SECONDS * 1000,
     maxFetchesPerMinute: config.JWKS_FETCHES_PER_MINUTE,
   });
-  return new JwksKeys({ source: cache, algorithms: config.ALGORITHMS, spendFetch: budgets.jwksFetch });
+  return { jwks: new JwksKeys({ source: cache, algorithms: config.ALGORITHMS, spendFetch: budgets.jwksFetch }), jwksFetches: cache.counters };
 }
 
 function buildApp(input: AppDependencies): App {
@@ -132,11 +132,12 @@ function buildApp(input: AppDependencies): App {
   const candidates = input.rollout?.candidates;
   const observer = candidates ? { active: () => candidates.hasShadow(), observe: candidates.observe.bind(candidates) } : undefined;
   const policy = recordingPolicy(instrumentPolicy(input.policy, metrics, logger), input.decisions, observer);
-  metrics.observe({ policy: input.policy, store, logger, notices: input.notifier });
+
   // Another instance rotated or revoked an agent: drop our imported key so the next call re-reads it.
   input.store.onAgentInvalidation((agentId) => keys.invalidate(agentId));
   const budgets = callerBudgets(input.limits);
-  const jwks = jwksKeysFor(config, clock, budgets, input.jwksFetch);
+  const { jwks, jwksFetches } = jwksKeysFor(config, clock, budgets, input.jwksFetch);
+  metrics.observe({ policy: input.policy, store, logger, notices: input.notifier, jwksFetches });
   const deps: ServiceDeps = {
     config,
     store,

@@ -45,6 +45,8 @@ interface MetricsSources {
   logger: Logger;
   /** The CIBA notices' delivery counters per channel (notify/approval-notifier.ts); absent when no channel is configured. */
   notices?: { counters(): Array<{ channel: string; delivered: number; failedAttempts: number; dropped: number }> } | undefined;
+  /** The JWKS cache's fetch counters (auth/jwks-cache.ts), read when scraped. */
+  jwksFetches?: { readonly fetchSuccesses: number; readonly fetchFailures: number; readonly rateLimited: number } | undefined;
 }
 
 /** Pending approvals are counted up to this many per kind (the store lists at most this many ids). */
@@ -158,6 +160,7 @@ export class PrometheusMetrics implements Metrics {
     this.#definePolicyGauges(registers);
     this.#definePendingGauge(registers);
     this.#defineNoticeCounter(registers);
+    this.#defineJwksFetchCounter(registers);
   }
 
   request(method: string, route: string, status: number, durationSeconds: number, errorCode: string | undefined): void {
@@ -255,6 +258,23 @@ export class PrometheusMetrics implements Metrics {
           this.inc({ channel: row.channel, outcome: 'failed_attempt' }, row.failedAttempts);
           this.inc({ channel: row.channel, outcome: 'dropped' }, row.dropped);
         }
+      },
+    });
+  }
+
+  #defineJwksFetchCounter(registers: Registry[]): void {
+    const sources = () => this.#sources;
+    new Counter({
+      name: 'agentgate_jwks_fetches_total',
+      help: 'JWKS fetches for keys at JWKS URLs, by outcome: ok; failed (the URL refused by the address rules, unreachable, too slow, too large, or not a JWK Set: the request that needed it was refused); over_budget (not started: JWKS_FETCHES_PER_MINUTE was spent).',
+      labelNames: ['outcome'], registers,
+      collect() {
+        this.reset();
+        const counters = sources()?.jwksFetches;
+        if (!counters) return;
+        this.inc({ outcome: 'ok' }, counters.fetchSuccesses);
+        this.inc({ outcome: 'failed' }, counters.fetchFailures);
+        this.inc({ outcome: 'over_budget' }, counters.rateLimited);
       },
     });
   }

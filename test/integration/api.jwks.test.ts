@@ -18,6 +18,8 @@ beforeAll(async () => {
 });
 afterAll(() => publisher.close());
 
+const METRICS_TOKEN = 'jwks-metrics-token-0123456789';
+
 /** A fresh path on the publisher, so no test sees another's cached set. */
 const newPath = () => `/${randomUUID()}/jwks.json`;
 
@@ -31,6 +33,7 @@ function jwksServer(storeKind: StoreKind, fetchesPerHostPerHour: number) {
       JWKS_CACHE_STALE_SECONDS: String(STALE_SECONDS),
       RATE_LIMIT_JWKS_FETCHES_PER_HOST_PER_HOUR: String(fetchesPerHostPerHour),
       JWKS_FETCHES_PER_MINUTE: '1000',
+      METRICS_TOKEN,
     },
     jwksFetch: { ca: publisher.ca },
   }));
@@ -291,6 +294,22 @@ forEachStore('keys at a JWKS URL', (storeKind) => {
     expect(code(await register(await jwksHostToken(hostKey, 'k', publisher.url(symmetric), { agent_public_key: (await newEd25519()).publicJwk })))).toBe('401 invalid_jwt');
   });
 
+
+  it('an operator sees JWKS fetches by outcome in the metrics: a JWKS that cannot be read is counted as failed', async () => {
+    const fetches = async () => {
+      const text = (await http('GET', c.url('/metrics'), { token: METRICS_TOKEN })).text;
+      const count = (outcome: string) => Number(new RegExp(`^agentgate_jwks_fetches_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+      return { ok: count('ok'), failed: count('failed'), overBudget: count('over_budget') };
+    };
+    const before = await fetches();
+    expect(Object.values(before).every(Number.isInteger)).toBe(true);
+    const broken = newPath();
+    publisher.answer(broken, 503, 'down');
+    const key = await newEd25519();
+    expect(code(await register(await jwksHostToken(key, 'k', publisher.url(broken), { agent_public_key: (await newEd25519()).publicJwk })))).toBe('401 invalid_jwt');
+    await jwksAgent();
+    expect(await fetches()).toEqual({ ok: before.ok + 1, failed: before.failed + 1, overBudget: before.overBudget });
+  });
 });
 
 // Budgets of 3, so that a test can spend one: a host's own, and an unknown host's address's.

@@ -18,8 +18,8 @@ interface HostRegistrationClaimsInput {
   jti: string;
 }
 
-/** A host+jwt for POST /agent/register: an unknown host proves its key by `host_public_key`. */
-export function hostRegistrationClaims(input: HostRegistrationClaimsInput): Record<string, unknown> {
+/** A host+jwt that proves its key by `host_public_key`, as an unknown host does (POST /host/enroll). */
+export function hostKeyClaims(input: Omit<HostRegistrationClaimsInput, 'agentPublicJwk'>): Record<string, unknown> {
   return {
     iss: input.hostThumbprint,
     aud: input.issuer,
@@ -27,8 +27,12 @@ export function hostRegistrationClaims(input: HostRegistrationClaimsInput): Reco
     exp: input.nowSeconds + TOKEN_LIFETIME_SECONDS,
     jti: input.jti,
     host_public_key: input.hostPublicJwk,
-    agent_public_key: input.agentPublicJwk,
   };
+}
+
+/** A host+jwt for POST /agent/register: an unknown host proves its key by `host_public_key`. */
+export function hostRegistrationClaims(input: HostRegistrationClaimsInput): Record<string, unknown> {
+  return { ...hostKeyClaims(input), agent_public_key: input.agentPublicJwk };
 }
 
 interface AgentClaimsInput {

@@ -64,6 +64,8 @@ export interface EnrollmentRecord {
   defaultCapabilities: string[];
   /** SHA-256 of the enrollment token, base64url: how the record is found. */
   tokenHash: string;
+  /** When the person gave the host's public key: its thumbprint, the only key the token may bind. */
+  keyThumbprint?: string;
   createdAtMs: number;
   /** The token binds a key until then (an hour after creation); the record is kept a day, to tell expired from wrong. */
   expiresAtMs: number;

@@ -23,11 +23,12 @@ export function hostRouter(deps: ServiceDeps): Router {
     res.json({ host_id: host.id, status: 'revoked', agents_revoked: agentsRevoked });
   });
 
-  // No JWT: the enrollment token in the body is the credential, and the service spends the
-  // address's enrollment budget before it looks anything up (services/enrollments.ts enrollHost).
+  // The enrollment token in the body says which person's host this is; the host JWT (Authorization)
+  // proves the caller holds the key it binds. The service spends the address's enrollment budget
+  // before it looks anything up (services/enrollments.ts enrollHost).
   router.post('/host/enroll', async (req, res) => {
     const body = parseWith(hostEnrollBodySchema, req.body, 'body');
-    const { host } = await enrollHost(deps, { token: body.token, publicKey: body.public_key, name: body.name, clientIp: req.ip ?? 'unknown' });
+    const { host } = await enrollHost(deps, { token: body.token, publicKey: body.public_key, hostJwt: tokenOf(req), name: body.name, clientIp: req.ip ?? 'unknown' });
     res.json(hostCreatedView(host));
   });
 

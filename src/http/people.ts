@@ -45,7 +45,7 @@ export const passkeyRemovalBodySchema = z.object({
 
 /** `POST /people/me/hosts`: a host I set up, with its key now or an enrollment token for it to bind one. */
 export const personHostBodySchema = z.object({
-  name: z.string().min(1).max(200),
+  name: z.string().min(1).max(200).regex(/\S/, 'must not be blank'),
   default_capabilities: z.array(capabilityName).max(100).default([]).describe('what agents it starts for me get without asking (never a presence capability)'),
   public_key: z.record(z.string(), z.unknown()).optional().describe("the host's public JWK; without it the answer holds an enrollment token for the host to bind its key with POST /host/enroll"),
 });

@@ -126,7 +126,7 @@ export const rotateHostKeyBodySchema = z.object({ public_key: plainObject });
 export const hostEnrollBodySchema = z.object({
   token: z.string().min(1).max(256).describe('the enrollment_token of POST /people/me/hosts (agent_enroll_...)'),
   public_key: plainObject.describe("the host's public JWK"),
-  name: z.string().min(1).max(200).optional().describe('replaces the name the person gave'),
+  name: z.string().min(1).max(200).regex(/\S/, 'must not be blank').optional().describe('replaces the name the person gave'),
 });
 
 export const revokeCapabilityBodySchema = z.object({

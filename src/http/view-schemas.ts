@@ -81,18 +81,16 @@ export const hostCreatedViewSchema = z.object({
   default_capabilities: z.array(z.string()),
 }).describe('A host made for a person: active, linked to them, with their default capabilities');
 
-/** A host a person set up without a key: its enrollment waits for the host to bind one. */
-export const enrollmentCreatedViewSchema = z.object({
+/** POST /people/me/hosts: the enrollment that waits for its host to prove its key and bind it. */
+export const hostSetUpViewSchema = z.object({
   enrollment_id: z.string(),
   status: z.literal('pending_enrollment'),
-  enrollment_token: z.string().describe('shown this once (only its hash is kept): the host sends it with its public key to POST /host/enroll'),
+  enrollment_token: z.string().describe('shown this once (only its hash is kept): the host sends it, with its public key and a host JWT signed by that key, to POST /host/enroll'),
   expires_in: seconds('how long the token binds a key'),
   name: z.string(),
   default_capabilities: z.array(z.string()),
-}).describe('An enrollment waiting for its host\'s key');
-
-export const hostSetUpViewSchema = z.discriminatedUnion('status', [hostCreatedViewSchema, enrollmentCreatedViewSchema])
-  .describe('POST /people/me/hosts: the host (active) when a key was given, else an enrollment token (pending_enrollment)');
+  key_thumbprint: z.string().optional().describe('when a public_key was given: its RFC 7638 thumbprint, the only key the token binds'),
+}).describe('An enrollment waiting for its host to prove its key and bind it');
 
 export const waitingAgentViewSchema = z.object({
   agent_id: z.string(),

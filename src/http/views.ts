@@ -112,18 +112,18 @@ export function hostCreatedView(host: HostRecord): HostCreatedView {
   return definedOnly<HostCreatedView>({ host_id: host.id, status: 'active', name: host.name, default_capabilities: host.defaultCapabilities });
 }
 
-/** POST /people/me/hosts: the host, or the enrollment with its token (in this answer only). */
+/** POST /people/me/hosts: the enrollment with its token (in this answer only). */
 export function hostSetupView(setup: HostSetup): HostSetUpView {
-  if (setup.kind === 'host') return hostCreatedView(setup.host);
   const { enrollment } = setup;
-  return {
+  return definedOnly<HostSetUpView>({
     enrollment_id: enrollment.id,
     status: 'pending_enrollment',
     enrollment_token: setup.token,
     expires_in: ENROLLMENT_TTL_SECONDS,
     name: enrollment.name,
     default_capabilities: enrollment.defaultCapabilities,
-  };
+    key_thumbprint: enrollment.keyThumbprint,
+  });
 }
 
 /**

@@ -9,7 +9,6 @@ import type { HostRecord, PublicJwk } from '../domain/types.ts';
 import { ApiError } from '../errors.ts';
 import type { AgentRecords, HostRecords, PendingIndex, PersonRecords, StoreBackend } from '../store/store.ts';
 import type { ServiceDepsOver } from './deps.ts';
-import { linkHost } from './hosts.ts';
 
 /** What setting up a host may touch of the store: what linking it does (services/hosts.ts linkHost), no more. */
 type HostSetupDeps = ServiceDepsOver<HostRecords & AgentRecords & PersonRecords & PendingIndex & Pick<StoreBackend, 'confirmDurable' | 'publishAgentInvalidation'>>;
@@ -69,8 +68,9 @@ interface NewPersonHost {
  * Order, so that every crash leaves a safe state: the person's index of hosts first (an entry that
  * names no host shows nothing: services/person-account.ts myHosts lists only hosts that name the
  * person); then the whole record in one write, already naming its person and defaults, so no
- * instant shows an active host nobody answers for; then linkHost, which repeats the index entry,
- * tells the host's agents (it has none yet) and records the link, exactly as every other link is.
+ * instant shows an active host nobody answers for. The link is recorded, not made again through
+ * linkHost: the host has no agents to tell yet, and linkHost would set the link on any live host,
+ * undoing an unlink the person made in the instant since the creation.
  */
 export async function createPersonHost(deps: HostSetupDeps, request: NewPersonHost): Promise<HostRecord> {
   const nowMs = deps.clock.nowMs();
@@ -91,5 +91,13 @@ export async function createPersonHost(deps: HostSetupDeps, request: NewPersonHo
     await deps.store.removePersonHost(request.personId, request.hostId);
     throw existingHostRefusal(host);
   }
-  return linkHost(deps, host, request.personId, request.by);
+  deps.logger.info('host set up for a person', { hostId: host.id, personId: request.personId });
+  deps.audit.record({ type: 'host.linked', ...request.by, host_id: host.id, person_id: request.personId, agents_changed: 0 });
+  // The person may have unlinked or revoked the host in the instant since: the answer says what it is now.
+  const current = await deps.store.getHost(host.id);
+  if (current?.status === 'revoked') throw new ApiError('host_revoked', 'the host was revoked by its person while it was being set up');
+  if (!current || current.status !== 'active' || current.userId !== request.personId) {
+    throw new ApiError('conflict', 'the host was changed by its person while it was being set up; they see it among their hosts');
+  }
+  return current;
 }

@@ -156,6 +156,7 @@ export const ENROLLMENT_FIELDS = {
   name: { kind: 'string' },
   defaultCapabilities: { kind: 'list' },
   tokenHash: { kind: 'string' },
+  keyThumbprint: { kind: 'string', optional: true },
   createdAtMs: { kind: 'number' },
   expiresAtMs: { kind: 'number' },
   state: { kind: 'enum', values: ENROLLMENT_STATES },

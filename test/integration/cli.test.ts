@@ -2,6 +2,7 @@
 // against a real server: every command's readable output, its --json output and its exit code,
 // plus the usage (2) and unreachable (3) exits. Every child is killed if it outlives CHILD_TIMEOUT_MS.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -258,6 +259,26 @@ describe('the agentgate command-line tool', { timeout: TEST_TIMEOUT_MS }, () => 
     expect(run.stderr + run.stdout).not.toContain('a-wrong-admin-token-0123');
     const flag = await cliWith({ AGENTGATE_ADMIN_TOKEN: '' }, '--admin-token', ADMIN_TOKEN, 'policy', 'status', '--json');
     expect(flag.code).toBe(0);
+  });
+
+  it('hosts enroll proves the host holds its key (a signed host+jwt) and binds it with a person\'s enrollment token, once', async () => {
+    // The enrollment a person's set-up would store (services/enrollments.ts): the tool needs only its token.
+    const token = `agent_enroll_${randomBytes(32).toString('base64url')}`;
+    const nowMs = server.clock.nowMs();
+    await server.store.createEnrollment({
+      id: 'enr_cli', personId: 'dev|cli-person', name: 'cli host', defaultCapabilities: ['echo'], tokenHash: createHash('sha256').update(token).digest('base64url'),
+      createdAtMs: nowMs, expiresAtMs: nowMs + 3_600_000, state: 'pending',
+    }, 86_400_000);
+    await keygen('enroll-host');
+    const run = await cli('hosts', 'enroll', '--token', token, '--host-key', 'enroll-host.private.jwk.json', '--json');
+    expect(run.code, run.stderr).toBe(0);
+    expect(json(run)).toMatchObject({ status: 'active', name: 'cli host', default_capabilities: ['echo'] });
+    const thumbprint = await calculateJwkThumbprint(JSON.parse(await readFile(join(dir, 'enroll-host.public.jwk.json'), 'utf8')), 'sha256');
+    expect(await server.store.findHostByThumbprint(thumbprint)).toMatchObject({ userId: 'dev|cli-person', status: 'active' });
+    const again = await cli('hosts', 'enroll', '--token', token, '--host-key', 'enroll-host.private.jwk.json');
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('host_not_pending_enrollment');
+    expect(again.stdout + again.stderr).not.toContain(token);
   });
 
   it('register signs a host+jwt the server accepts: an unknown host and its agent, waiting for a person', async () => {

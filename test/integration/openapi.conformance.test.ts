@@ -169,15 +169,18 @@ describe('real answers conform to the OpenAPI document', () => {
     const granted = await mine('POST', '/people/me/agents/{agentId}/grants', `/people/me/agents/${agent.id}/grants`, { capability: 'legacy_report' });
     expect(granted.status).toBe(201);
     await mine('POST', '/people/me/agents/{agentId}/grants/{grantId}/revoke', `/people/me/agents/${agent.id}/grants/${granted.json.grant.id}/revoke`);
-    // A host the person sets up: with its key (active), and without one (an enrollment token the host binds).
+    // A host the person sets up: with its key (the token binds that key only), and without one; the host binds its key, signing with it.
     const ownKey = await newEd25519();
-    expect((await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'own laptop', default_capabilities: ['echo'], public_key: ownKey.publicJwk })).json.status).toBe('active');
+    const pinned = await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'own laptop', default_capabilities: ['echo'], public_key: ownKey.publicJwk });
+    expect(pinned.json).toMatchObject({ status: 'pending_enrollment', key_thumbprint: ownKey.thumbprint });
+    const enroll = async (token: string, key: TestKey) => call('POST', '/host/enroll', '/host/enroll', { json: { token, public_key: key.publicJwk }, token: await c.hostToken(key) });
+    expect((await enroll(pinned.json.enrollment_token, ownKey)).json.status).toBe('active');
     const enrollment = await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'build runner' });
     expect(enrollment.json.status).toBe('pending_enrollment');
     const enrolledKey = await newEd25519();
-    expect((await call('POST', '/host/enroll', '/host/enroll', { json: { token: enrollment.json.enrollment_token, public_key: enrolledKey.publicJwk } })).json.status).toBe('active');
-    expect((await call('POST', '/host/enroll', '/host/enroll', { json: { token: enrollment.json.enrollment_token, public_key: enrolledKey.publicJwk } })).status).toBe(400);
-    expect((await call('POST', '/host/enroll', '/host/enroll', { json: { token: `agent_enroll_${'A'.repeat(43)}`, public_key: enrolledKey.publicJwk } })).status).toBe(401);
+    expect((await enroll(enrollment.json.enrollment_token, enrolledKey)).json.status).toBe('active');
+    expect((await enroll(enrollment.json.enrollment_token, enrolledKey)).status).toBe(400);
+    expect((await enroll(`agent_enroll_${'A'.repeat(43)}`, enrolledKey)).status).toBe(401);
     expect((await mine('POST', '/people/me/hosts', '/people/me/hosts', { name: 'again', public_key: ownKey.publicJwk })).status).toBe(409);
     // Refusals: no session (401), no CSRF token (403).
     expect((await call('GET', '/people/me/agents', '/people/me/agents')).status).toBe(401);

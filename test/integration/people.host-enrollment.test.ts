@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, code, http, type HttpResult } from '../support/client.ts';
 import { auditEvents, devSignedIn, visibleText } from '../support/consent.ts';
-import { newEd25519, type TestKey } from '../support/keys.ts';
+import { hostJwt, newEd25519, type TestKey } from '../support/keys.ts';
 import { PersonBrowser } from '../support/person-browser.ts';
 import { forEachStore, startTestServer, testServerForBlock, type TestServer } from '../support/server.ts';
 
@@ -29,7 +29,9 @@ forEachStore('hosts a person sets up', (storeKind) => {
   type Person = Awaited<ReturnType<typeof person>>;
 
   const setUp = (who: Person, body: Record<string, unknown>, csrf?: string | null) => who.api.post('/people/me/hosts', body, csrf);
-  const enroll = (body: unknown) => http('POST', c.url('/host/enroll'), { json: body });
+  /** POST /host/enroll with `body`, and, when `signer` is given, a host JWT it signed (the proof it holds its key). */
+  const enroll = async (body: unknown, signer?: TestKey) =>
+    http('POST', c.url('/host/enroll'), { json: body, ...(signer ? { token: await hostJwt(signer, c.issuer, { now: c.now }) } : {}) });
 
   /** An enrollment token of `who` for a host named `name` with these defaults (201). */
   async function tokenOf(who: Person, defaults: string[] = ['echo'], name = 'build runner'): Promise<{ token: string; res: HttpResult }> {
@@ -59,19 +61,41 @@ forEachStore('hosts a person sets up', (storeKind) => {
     }
   }
 
-  it('a host set up with its key is active and linked to the person at once, and its delegated agent gets the default capabilities without approval', async () => {
+  it('a host set up with its key is made when that key\'s holder binds it with the token, then linked to the person; its delegated agent gets the defaults without approval', async () => {
     const alice = await person('Alice');
     const key = await newEd25519();
     const res = await setUp(alice, { name: 'alice laptop', default_capabilities: ['echo'], public_key: key.publicJwk });
     expect(res.status, res.text).toBe(201);
-    expect(res.json).toEqual({ host_id: expect.stringMatching(/^hst_/), status: 'active', name: 'alice laptop', default_capabilities: ['echo'] });
-    expect(await server.store.getHost(res.json.host_id)).toMatchObject({ status: 'active', userId: alice.personId, thumbprint: key.thumbprint, defaultCapabilities: ['echo'] });
-    expect(await myHostIds(alice)).toEqual([res.json.host_id]);
+    expect(res.json).toEqual({
+      enrollment_id: expect.stringMatching(/^enr_/), status: 'pending_enrollment', enrollment_token: expect.stringMatching(TOKEN), expires_in: 3600,
+      name: 'alice laptop', default_capabilities: ['echo'], key_thumbprint: key.thumbprint,
+    });
+    // A public key is public: no host answers for it until its holder shows the token.
+    expect(await server.store.findHostByThumbprint(key.thumbprint)).toBeNull();
+    const token = res.json.enrollment_token as string;
+    // The token binds the key the person gave, and no other.
+    const other = await newEd25519();
+    expect(code(await enroll({ token, public_key: other.publicJwk }, other))).toBe('400 invalid_request');
+    const enrolled = await enroll({ token, public_key: key.publicJwk }, key);
+    expect(enrolled.status, enrolled.text).toBe(200);
+    expect(await server.store.getHost(enrolled.json.host_id)).toMatchObject({ status: 'active', userId: alice.personId, thumbprint: key.thumbprint, defaultCapabilities: ['echo'] });
+    expect(await myHostIds(alice)).toEqual([enrolled.json.host_id]);
     await registersWithDefaults(key);
-    await expect.poll(async () => (await auditEvents(c, { host_id: res.json.host_id, type: 'host' })).map((e) => [e.type, e.actor, e.via, e.person_id]).sort()).toEqual([
-      ['host.linked', 'person', 'people_api', alice.personId],
-      ['host.registered', 'person', 'people_api', alice.personId],
+    await expect.poll(async () => (await auditEvents(c, { host_id: enrolled.json.host_id, type: 'host' })).map((e) => [e.type, e.actor, e.via, e.person_id]).sort()).toEqual([
+      ['host.enrolled', 'host', 'host_enroll', alice.personId],
+      ['host.linked', 'host', 'host_enroll', alice.personId],
     ]);
+  });
+
+  it('POST /host/enroll without a host JWT, or with one another key signed, is 401 invalid_jwt, and the token stays usable', async () => {
+    const dee = await person('Dee');
+    const { token } = await tokenOf(dee);
+    const key = await newEd25519();
+    const stranger = await newEd25519();
+    expect(code(await enroll({ token, public_key: key.publicJwk }))).toBe('401 invalid_jwt');
+    expect(code(await enroll({ token, public_key: key.publicJwk }, stranger))).toBe('401 invalid_jwt');
+    expect(await server.store.findHostByThumbprint(key.thumbprint)).toBeNull();
+    expect((await enroll({ token, public_key: key.publicJwk }, key)).status).toBe(200);
   });
 
   it('without a key the token is given once; the host binds its key with it, is linked to the person, and its agent gets the defaults; a second use is 400 host_not_pending_enrollment', async () => {
@@ -85,7 +109,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
     expect(await myHostIds(bea)).toEqual([]);
 
     const key = await newEd25519();
-    const enrolled = await enroll({ token, public_key: key.publicJwk });
+    const enrolled = await enroll({ token, public_key: key.publicJwk }, key);
     expect(enrolled.status, enrolled.text).toBe(200);
     expect(enrolled.json).toEqual({ host_id: expect.stringMatching(/^hst_/), status: 'active', name: 'bea build runner', default_capabilities: ['echo'] });
     expect(await server.store.getHost(enrolled.json.host_id)).toMatchObject({ status: 'active', userId: bea.personId, thumbprint: key.thumbprint });
@@ -95,7 +119,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
     // Used once: neither another key nor the same one binds again, and nothing changes.
     const other = await newEd25519();
     for (const again of [other, key]) {
-      const second = await enroll({ token, public_key: again.publicJwk });
+      const second = await enroll({ token, public_key: again.publicJwk }, again);
       expect(code(second)).toBe('400 host_not_pending_enrollment');
       expect(typeof second.json.message).toBe('string');
     }
@@ -115,7 +139,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
     const cleo = await person('Cleo');
     const { token } = await tokenOf(cleo, [], 'named by cleo');
     const key = await newEd25519();
-    const enrolled = await enroll({ token, public_key: key.publicJwk, name: 'named by the host' });
+    const enrolled = await enroll({ token, public_key: key.publicJwk, name: 'named by the host' }, key);
     expect(enrolled.json).toEqual({ host_id: expect.any(String), status: 'active', name: 'named by the host', default_capabilities: [] });
   });
 
@@ -125,12 +149,12 @@ forEachStore('hosts a person sets up', (storeKind) => {
     const key = await newEd25519();
     const last = token.at(-1) === 'A' ? 'B' : 'A';
     for (const wrong of [`agent_enroll_${'A'.repeat(43)}`, 'not-a-token', `${token.slice(0, -1)}${last}`, `${token}A`, token.toUpperCase()]) {
-      const res = await enroll({ token: wrong, public_key: key.publicJwk });
+      const res = await enroll({ token: wrong, public_key: key.publicJwk }, key);
       expect([wrong, code(res)]).toEqual([wrong, '401 enrollment_token_invalid']);
     }
     expect(await server.store.findHostByThumbprint(key.thumbprint)).toBeNull();
     // The right token still works: the wrong ones spent nothing of it.
-    expect((await enroll({ token, public_key: key.publicJwk })).status).toBe(200);
+    expect((await enroll({ token, public_key: key.publicJwk }, key)).status).toBe(200);
   });
 
   it("past its hour a token is 401 enrollment_token_expired and makes no host; a day after it was made it is unknown, 401 enrollment_token_invalid", async () => {
@@ -138,16 +162,16 @@ forEachStore('hosts a person sets up', (storeKind) => {
     const { token } = await tokenOf(eve);
     const key = await newEd25519();
     await later(HOUR_MS + 1000, async () => {
-      expect(code(await enroll({ token, public_key: key.publicJwk }))).toBe('401 enrollment_token_expired');
+      expect(code(await enroll({ token, public_key: key.publicJwk }, key))).toBe('401 enrollment_token_expired');
     });
     await later(24 * HOUR_MS + 1000, async () => {
-      expect(code(await enroll({ token, public_key: key.publicJwk }))).toBe('401 enrollment_token_invalid');
+      expect(code(await enroll({ token, public_key: key.publicJwk }, key))).toBe('401 enrollment_token_invalid');
     });
     expect(await server.store.findHostByThumbprint(key.thumbprint)).toBeNull();
     expect(await myHostIds(eve)).toEqual([]);
     // Just inside its hour it still binds.
     await later(HOUR_MS - 60_000, async () => {
-      expect((await enroll({ token, public_key: key.publicJwk })).status).toBe(200);
+      expect((await enroll({ token, public_key: key.publicJwk }, key)).status).toBe(200);
     });
   });
 
@@ -155,7 +179,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
     const finn = await person('Finn');
     const { token } = await tokenOf(finn);
     const keys = await Promise.all(Array.from({ length: 8 }, () => newEd25519()));
-    const answers = await Promise.all(keys.map((key) => enroll({ token, public_key: key.publicJwk })));
+    const answers = await Promise.all(keys.map((key) => enroll({ token, public_key: key.publicJwk }, key)));
     expect(answers.map(code).sort()).toEqual(['200', ...Array.from({ length: 7 }, () => '400 host_not_pending_enrollment')]);
     const hosts = await Promise.all(keys.map((key) => server.store.findHostByThumbprint(key.thumbprint)));
     expect(hosts.filter((h) => h !== null)).toHaveLength(1);
@@ -210,7 +234,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
 
     expect(code(await setUp(jo, { name: 'mine now', default_capabilities: ['weather_lookup'], public_key: ivanKey.publicJwk }))).toBe('409 host_already_linked');
     const { token } = await tokenOf(jo, ['weather_lookup'], 'mine now');
-    expect(code(await enroll({ token, public_key: ivanKey.publicJwk, name: 'mine now' }))).toBe('409 host_already_linked');
+    expect(code(await enroll({ token, public_key: ivanKey.publicJwk, name: 'mine now' }, ivanKey))).toBe('409 host_already_linked');
     // The caller's own linked host is no different: this door never touches an existing host.
     expect(code(await setUp(ivan, { name: 'again', default_capabilities: [], public_key: ivanKey.publicJwk }))).toBe('409 host_already_linked');
 
@@ -219,7 +243,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
     expect(await myHostIds(jo)).toEqual([]);
     // The refusal spent nothing of Jo's token.
     const own = await newEd25519();
-    expect((await enroll({ token, public_key: own.publicJwk })).status).toBe(200);
+    expect((await enroll({ token, public_key: own.publicJwk }, own)).status).toBe(200);
   });
 
   it("the key of an unlinked dynamic host is 409 conflict, by the API or an enrollment token, and its autonomous agent stays active, unclaimed", async () => {
@@ -234,7 +258,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
     expect(code(refused)).toBe('409 conflict');
     expect(refused.json.message).toMatch(/a host with this key already exists/);
     const { token } = await tokenOf(kim);
-    expect(code(await enroll({ token, public_key: dynamic.publicJwk }))).toBe('409 conflict');
+    expect(code(await enroll({ token, public_key: dynamic.publicJwk }, dynamic))).toBe('409 conflict');
 
     expect(await server.store.getHost(res.json.host_id)).toEqual(before);
     expect((await c.status(dynamic, agent!.id)).json.status).toBe('active');
@@ -253,22 +277,22 @@ forEachStore('hosts a person sets up', (storeKind) => {
       ['no body', await http('POST', c.url('/host/enroll'))],
       ['an array', await enroll([token])],
       ['null', await raw('null')],
-      ['no token', await enroll({ public_key: key.publicJwk })],
+      ['no token', await enroll({ public_key: key.publicJwk }, key)],
       ['no key', await enroll({ token })],
       ['a huge token', await enroll({ token: `agent_enroll_${'A'.repeat(20_000)}`, public_key: key.publicJwk })],
-      ['a number as token', await enroll({ token: 42, public_key: key.publicJwk })],
+      ['a number as token', await enroll({ token: 42, public_key: key.publicJwk }, key)],
       ['an object as token', await enroll({ token: { token }, public_key: key.publicJwk })],
       ['a string as key', await enroll({ token, public_key: JSON.stringify(key.publicJwk) })],
       ['a key with its private part', await enroll({ token, public_key: { ...key.publicJwk, d: key.publicJwk.x } })],
-      ['an empty name', await enroll({ token, public_key: key.publicJwk, name: '' })],
-      ['a number as name', await enroll({ token, public_key: key.publicJwk, name: 7 })],
+      ['an empty name', await enroll({ token, public_key: key.publicJwk, name: '' }, key)],
+      ['a number as name', await enroll({ token, public_key: key.publicJwk, name: 7 }, key)],
     ];
     for (const [what, res] of answers) {
       expect([what, code(res)]).toEqual([what, '400 invalid_request']);
       expect([what, typeof res.json.message]).toEqual([what, 'string']);
     }
     // None of them spent the token.
-    expect((await enroll({ token, public_key: key.publicJwk })).status).toBe(200);
+    expect((await enroll({ token, public_key: key.publicJwk }, key)).status).toBe(200);
   });
 
   describe('the account page', () => {
@@ -294,13 +318,14 @@ forEachStore('hosts a person sets up', (storeKind) => {
       expect(shown.text).toContain('&lt;img src=x onerror=alert(1)&gt; &quot;laptop&quot;');
       const text = visibleText(shown.text);
       expect(text).toContain('shown only this once');
-      expect(text).toContain(`curl -X POST ${server.config.issuer}/host/enroll`);
+      expect(text).toContain(`npx agentgate hosts enroll --url ${server.config.issuer} --token ${token}`);
+      expect(text).toContain(`POST ${server.config.issuer}/host/enroll with a host JWT signed by that key`);
       expect(text).toMatch(/default capabilities echo, weather_lookup/);
 
       // Shown once: the account page never shows it again.
       expect((await accountOf(mia)).text).not.toContain(token!);
       const key = await newEd25519();
-      const enrolled = await enroll({ token, public_key: key.publicJwk });
+      const enrolled = await enroll({ token, public_key: key.publicJwk }, key);
       expect(enrolled.status, enrolled.text).toBe(200);
       expect(enrolled.json.default_capabilities).toEqual(['echo', 'weather_lookup']);
       const page = await accountOf(mia);
@@ -309,16 +334,21 @@ forEachStore('hosts a person sets up', (storeKind) => {
       expect(page.text).not.toContain('<img src=x');
     });
 
-    it('the form with a key sets the host up and comes back to the list, which shows it', async () => {
+    it('the form with a key shows a token that binds that key only; once the host binds it, the list shows the host', async () => {
       const ned = await person('Ned');
       const key = await newEd25519();
       const posted = await setUpOnPage(ned, { name: 'ned desktop', default_capabilities: 'echo', public_key: JSON.stringify(key.publicJwk) });
-      expect(posted.status, visibleText(posted.text).slice(0, 1500)).toBe(303);
-      expect(posted.headers.get('location')).toBe('/account?done=host_created');
+      expect(posted.status, visibleText(posted.text).slice(0, 1500)).toBe(200);
+      const shown = visibleText(posted.text);
+      expect(shown).toContain(`It binds only the key you gave (thumbprint ${key.thumbprint}).`);
+      expect(shown).toContain('npx agentgate hosts enroll');
+      // Nothing answers for the key until its holder binds it.
+      expect(await server.store.findHostByThumbprint(key.thumbprint)).toBeNull();
+      const token = tokenOnPage(posted.text) ?? '';
+      expect((await enroll({ token, public_key: key.publicJwk }, key)).status).toBe(200);
       const host = await server.store.findHostByThumbprint(key.thumbprint);
       expect(host).toMatchObject({ status: 'active', userId: ned.personId, name: 'ned desktop', defaultCapabilities: ['echo'] });
-      const page = visibleText((await ned.browser.request('GET', '/account?done=host_created')).text);
-      expect(page).toContain('The host is set up and linked to you');
+      const page = visibleText((await ned.browser.request('GET', '/account')).text);
       expect(page).toContain('A host that calls itself ned desktop Status active');
       // A key that is not JSON, or a presence default, is a refusal page and makes nothing.
       const other = await newEd25519();
@@ -369,7 +399,7 @@ forEachStore('hosts a person sets up', (storeKind) => {
       for (const secret of [token, enrollmentId!, 'pia secret runner']) expect(await seen()).not.toContain(secret);
 
       const key = await newEd25519();
-      const hostId = (await enroll({ token, public_key: key.publicJwk })).json.host_id as string;
+      const hostId = (await enroll({ token, public_key: key.publicJwk }, key)).json.host_id as string;
       for (const secret of [token, enrollmentId!, 'pia secret runner', hostId]) expect(await seen()).not.toContain(secret);
       expect(code(await quinn.api.post(`/people/me/hosts/${hostId}/unlink`))).toBe('404 host_not_found');
       expect(code(await quinn.api.post(`/people/me/hosts/${hostId}/revoke`))).toBe('404 host_not_found');

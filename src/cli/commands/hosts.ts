@@ -1,7 +1,11 @@
-// `agentgate hosts add|show|revoke`: the admin API's host routes (README, "Admin API").
+// `agentgate hosts add|show|revoke`: the admin API's host routes (README, "Admin API"); and
+// `agentgate hosts enroll`, which a host runs to bind its key with a person's enrollment token.
 import { adminCall, printAnswer, stringList, stringOption, userIdOf, type CommandSpec } from '../command.ts';
-import { readKeyFile, thumbprintOf } from '../keys.ts';
+import { discover } from '../discovery.ts';
+import { readKeyFile, signingKeyOf, thumbprintOf } from '../keys.ts';
 import { keyValues, list } from '../output.ts';
+import { freshTokenInputs, hostKeyClaims, signJwt } from '../tokens.ts';
+import { warnIfExposed } from './register.ts';
 
 /** A host as `key value` lines (the admin API's host view). */
 function hostLines(host: Record<string, unknown>, extra: ReadonlyArray<readonly [string, unknown]> = []): string {
@@ -47,6 +51,33 @@ export const hostsCommands: CommandSpec[] = [
       });
       const thumbprint = await thumbprintOf(key.publicJwk);
       printAnswer(ctx, answer, (host) => hostLines(host, [['thumbprint', thumbprint]]));
+    },
+  },
+  {
+    words: ['hosts', 'enroll'],
+    summary: "Bind this host's key with a person's enrollment token (the host becomes theirs)",
+    details: 'Run on the host: it signs a host JWT with its private key, which proves it holds the key, and sends the key with the token. '
+      + 'The token is the one the person got when they set up the host (docs/approving.md, "Enrolling a host"); it works once, within the hour.',
+    args: [],
+    options: {
+      token: { type: 'string', valueName: 'TOKEN', required: true, description: 'the enrollment token (agent_enroll_…)' },
+      'host-key': { type: 'string', valueName: 'FILE', required: true, description: "the host's private JWK file" },
+      name: { type: 'string', valueName: 'NAME', description: "the host's name, instead of the one the person gave" },
+    },
+    admin: false,
+    examples: ['agentgate hosts enroll --token agent_enroll_… --host-key host.private.jwk.json'],
+    async run(ctx) {
+      const hostKey = await readKeyFile(stringOption(ctx.values, 'host-key')!, ctx.cwd, '--host-key');
+      warnIfExposed(ctx.io, hostKey);
+      const signingKey = await signingKeyOf(hostKey, '--host-key');
+      const discovery = await discover(ctx.http);
+      const claims = hostKeyClaims({ hostThumbprint: await thumbprintOf(hostKey.publicJwk), issuer: discovery.issuer, hostPublicJwk: hostKey.publicJwk, ...freshTokenInputs() });
+      const name = stringOption(ctx.values, 'name');
+      const answer = await ctx.http.send('POST', ctx.http.url('/host/enroll'), {
+        token: await signJwt(claims, 'host+jwt', signingKey, hostKey.alg),
+        json: { token: stringOption(ctx.values, 'token')!, public_key: hostKey.publicJwk, ...(name !== undefined ? { name } : {}) },
+      });
+      printAnswer(ctx, answer, (host) => hostLines(host));
     },
   },
   {

@@ -11,7 +11,8 @@
 // - removing a passkey also needs a user-verified assertion of one of the person's passkeys, for a
 //   challenge issued for that passkey's removal: the session alone cannot empty a person's passkeys;
 // - setting up a host gives it default capabilities in the person's name, so it needs a fresh
-//   sign-in too; without a key the answer is a page with the enrollment token, shown that once.
+//   sign-in too; the answer is a page with the enrollment token, shown that once (the host is made
+//   when its machine binds its key with the token: services/enrollments.ts says why).
 // Another person's ids answer exactly as unknown ones (404), as the services decide.
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
@@ -160,7 +161,6 @@ export function accountPagesRouter(deps: PersonServiceDeps, page: PageWrapper): 
     }
     if (!sessions.isFresh(session)) return redirectTo(signInUrl(ACCOUNT_PATH));
     const setup = await setUpHostAsPerson(deps, session, { name: name.data, defaultCapabilities: defaults.data, ...(publicKey === undefined ? {} : { publicKey }) }, 'account_page');
-    if (setup.kind === 'host') return done('host_created');
     return enrollmentTokenPage(setup.enrollment, setup.token, deps.config.issuer);
   }));
 

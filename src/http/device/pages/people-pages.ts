@@ -46,7 +46,6 @@ export const NOTICES = {
   host_unlinked: 'The host is unlinked: its agents are revoked, and any agent it starts from now on waits for a new approval.',
   host_revoked: 'The host is revoked, and every agent on it with it. This is final.',
   passkey_removed: 'The passkey is removed.',
-  host_created: 'The host is set up and linked to you: it can register agents with its key now.',
 } as const;
 export type Notice = keyof typeof NOTICES;
 
@@ -177,30 +176,31 @@ function hostSetupSection(view: AccountView): SafeHtml {
   const listed = view.defaultable.slice(0, DEFAULTABLE_LISTED);
   const more = view.defaultable.length - listed.length;
   return html`<h2>Set up a host</h2>
-<p class="hint">A host you set up is linked to you at once: the agents it starts for you get its default capabilities without asking, as if you had approved them. Needs a recent sign-in.</p>
+<p class="hint">You get an enrollment token for the machine that will be the host; once it binds its key with it, the host is linked to you and the agents it starts for you get its default capabilities without asking, as if you had approved them. Needs a recent sign-in.</p>
 <form method="post" action="${ACCOUNT_PATH}/hosts/new" class="setup">
 <input type="hidden" name="csrf" value="${view.csrfToken}">
 <p><label for="host-name">Name</label><br><input type="text" id="host-name" name="name" maxlength="200" required></p>
 <p><label for="host-defaults">Default capabilities</label> <span class="hint">(names, separated by spaces or commas; none is fine)</span><br><input type="text" id="host-defaults" name="default_capabilities" maxlength="13000"></p>
 <p class="hint">${listed.length === 0 ? 'No capability can be a default here.' : html`Possible: ${listed.map((c, i) => html`${i > 0 ? ', ' : ''}<code>${c}</code>`)}${more > 0 ? ` and ${more} more` : ''}. Capabilities that need your passkey for every approval never can.`}</p>
 <p><label for="host-key">Its public key (JWK), if you have it</label><br><textarea id="host-key" name="public_key" rows="4" cols="60" maxlength="16000"></textarea></p>
-<p class="hint">Without a key you get an enrollment token, shown once, that the host uses within an hour to register its key.</p>
+<p class="hint">The token is shown once, and works within an hour. With a key, it binds that key only.</p>
 <button type="submit" class="secondary">Set up the host</button>
 </form>`;
 }
 
 /**
- * The answer to the set-up form without a key: the enrollment token, shown this once (only its hash
- * is kept), and how the host uses it. Every value goes through the escaping template.
+ * The answer to the set-up form: the enrollment token, shown this once (only its hash is kept), and
+ * how the host uses it. Every value goes through the escaping template.
  */
-export function enrollmentTokenPage(enrollment: { name: string; defaultCapabilities: readonly string[]; expiresAtMs: number }, token: string, issuer: string): SafeHtml {
-  const body = JSON.stringify({ token, public_key: { kty: 'OKP', crv: 'Ed25519', x: '…' } });
+export function enrollmentTokenPage(enrollment: { name: string; defaultCapabilities: readonly string[]; expiresAtMs: number; keyThumbprint?: string | undefined }, token: string, issuer: string): SafeHtml {
   return html`<h1>Your enrollment token</h1>
 <p>For the host <strong>${displayText(enrollment.name, LIMITS.hostName)}</strong>, with ${enrollment.defaultCapabilities.length === 0 ? 'no default capabilities' : html`the default capabilities ${enrollment.defaultCapabilities.map((c, i) => html`${i > 0 ? ', ' : ''}<code>${c}</code>`)}`}.</p>
+${enrollment.keyThumbprint === undefined ? '' : html`<p>It binds only the key you gave (thumbprint <code>${enrollment.keyThumbprint}</code>).</p>`}
 <p class="warning">Copy it now: it is shown only this once. Anyone who has it can register a host in your name until ${when(enrollment.expiresAtMs)}, so give it only to the machine that will be the host.</p>
 <p><code class="token" id="enrollment-token">${token}</code></p>
-<p>On the host, send it with the host's public key (the key its JWTs are signed with) to <code>POST ${issuer}/host/enroll</code>, for example:</p>
-<pre><code>curl -X POST ${issuer}/host/enroll -H 'Content-Type: application/json' -d '${body}'</code></pre>
+<p>On the host, bind its key with it: the host proves it holds the key by signing the request. With agentgate's command-line tool:</p>
+<pre><code>npx agentgate hosts enroll --url ${issuer} --token ${token} --host-key host.private.jwk.json</code></pre>
+<p>Or send <code>{"token", "public_key"}</code> to <code>POST ${issuer}/host/enroll</code> with a host JWT signed by that key (<code>Authorization: Bearer</code>), as any host signs its calls.</p>
 <p>The host is then linked to you and appears under Hosts on <a href="${ACCOUNT_PATH}">your agents page</a>. The token works once, within the hour.</p>`;
 }
 

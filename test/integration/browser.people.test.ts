@@ -9,7 +9,7 @@
 // console error. Opened as http://localhost:<port>: passkeys need a host name.
 import { describe, expect, it } from 'vitest';
 import { addVirtualAuthenticator, expectSoundStep, personAtBrowserForBlock } from '../support/browser.ts';
-import { Client, code } from '../support/client.ts';
+import { Client, code, http } from '../support/client.ts';
 import { newEd25519 } from '../support/keys.ts';
 import { testServerForBlock } from '../support/server.ts';
 
@@ -136,6 +136,33 @@ describe('the account page in a real browser', () => {
     expect((await server.store.listPasskeys(PERSON_ID)).map((p) => p.id)).toEqual(passkeys.filter((p) => p.id !== lost.id).map((p) => p.id));
     expect(await page.locator('ul.passkeys > li').count()).toBe(1);
     await platform.remove();
+    expect(person.consoleErrors).toEqual([]);
+  }, TEST_TIMEOUT_MS);
+
+  it('a person sets up a host with its key on the account page, gets the token once, and the host appears when its machine binds the key', async () => {
+    const { page } = person;
+    // A fresh sign-in: setting up a host gives default capabilities in the person's name.
+    await step('sign-in-to-set-up', at('/signin'), () => page.goto(`${server.baseUrl}/signin?return_to=%2Faccount`));
+    await step('account-to-set-up', at('/account'), signIn);
+    const hostKey = await newEd25519();
+    await page.fill('#host-name', 'render farm <b>01</b>');
+    await page.fill('#host-defaults', 'echo');
+    await page.fill('#host-key', JSON.stringify(hostKey.publicJwk));
+    await step('enrollment-token', at('/account/hosts/new'), () => page.click('form.setup button[type=submit]'));
+    const token = (await page.innerText('#enrollment-token')).trim();
+    expect(token).toMatch(/^agent_enroll_[A-Za-z0-9_-]{43}$/);
+    const shown = await mainText();
+    expect(shown).toContain('For the host render farm <b>01</b>, with the default capabilities echo.');
+    expect(shown).toContain(`It binds only the key you gave (thumbprint ${hostKey.thumbprint}).`);
+    expect(await page.locator('main b').count()).toBe(0);
+    // No host answers for the key until its machine binds it, signing with it.
+    expect(await server.store.findHostByThumbprint(hostKey.thumbprint)).toBeNull();
+    const enrolled = await http('POST', c.url('/host/enroll'), { json: { token, public_key: hostKey.publicJwk }, token: await c.hostToken(hostKey) });
+    expect(enrolled.status, enrolled.text).toBe(200);
+    await step('account-with-enrolled-host', at('/account'), () => page.goto(`${server.baseUrl}/account`));
+    expect(await mainText()).not.toContain(token);
+    const farm = (await page.locator('section.host').filter({ hasText: 'render farm' }).innerText()).replace(/\s+/g, ' ');
+    expect(farm).toContain('Status active');
     expect(person.consoleErrors).toEqual([]);
   }, TEST_TIMEOUT_MS);
 });

@@ -294,7 +294,7 @@ input[type=text],input:not([type]){font:inherit;padding:.4rem;width:100%;max-wid
 .error{color:#b3261e}.warning{background:#fff4e5;padding:.5rem;border-radius:.4rem}
 .facts dt{font-weight:600}.facts dd{margin:0 0 .5rem}.quoted{font-style:italic;color:#444;white-space:pre-wrap}
 fieldset{border:1px solid #ddd;border-radius:.4rem}.capability{margin:.5rem 0}.limits{margin:.25rem 0 0 1.5rem;color:#444}
-.actions{display:flex;gap:1rem;margin-top:1rem}code{overflow-wrap:anywhere}
+.actions{display:flex;gap:1rem;margin-top:1rem}code{overflow-wrap:anywhere}pre{white-space:pre-wrap;overflow-wrap:anywhere}
 .hint{color:#555;font-size:.9rem}.warning-inline{color:#8a4b00;font-weight:600}code.unusual{background:#fff4e5}
 ul.limits{margin:.25rem 0 0 1.5rem;padding-left:1rem;color:#444}
 .policy{color:#0b3d91}.notice{background:#e8f5e9;padding:.5rem;border-radius:.4rem}

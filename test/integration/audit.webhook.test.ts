@@ -133,6 +133,9 @@ forEachStore('the audit webhook', (storeKind) => {
     // Backoff after failure n is at least half of 1 s × 2^(n-1): 0.5 s after the timeout, then 1 s.
     expect(second!.atMs - first!.atMs).toBeGreaterThanOrEqual(timeoutMs + 500 - 50);
     expect(third!.atMs - second!.atMs).toBeGreaterThanOrEqual(1000 - 50);
+    // The receiver records a batch when it receives it; the forwarder counts it once the 2xx came back
+    // and the batch is acknowledged, a moment later: the count is waited for, not read at once.
+    await expect.poll(() => instance.audit.forwarder!.counters.delivered).toBe(ids.length);
     expect(instance.audit.forwarder!.counters).toMatchObject({ failedAttempts: 2, delivered: ids.length });
   }, 60_000);
 });
@@ -152,8 +155,9 @@ describe('the audit webhook with several instances on one Redis', () => {
     const ids = await allDelivered(receiver, one.store);
     expect(ids.length).toBeGreaterThan(30);
     expect(receiver.accepted).toHaveLength(new Set(receiver.accepted).size);
-    const delivered = one.audit.forwarder!.counters.delivered + two.audit.forwarder!.counters.delivered;
-    expect(delivered).toBe(receiver.accepted.length);
+    // Counted once each 2xx came back, a moment after the receiver recorded the batch: waited for.
+    const delivered = () => one.audit.forwarder!.counters.delivered + two.audit.forwarder!.counters.delivered;
+    await expect.poll(delivered).toBe(receiver.accepted.length);
   }, 30_000);
 
   it('an instance that stops gives back what it held, and the next one delivers it, once', async () => {

@@ -1,24 +1,26 @@
-// The candidate worker: a thread that loads one candidate policy artefact and runs it for the main
-// thread (candidates.ts), either over pages of recorded decisions (a preview) or over batches of live
-// decisions (a shadow). It exists so that a candidate's wasm never runs on the event loop: a
-// candidate that takes long, or never finishes, is stopped by terminating this thread, which no code
-// can do to synchronous wasm running on the event loop itself.
+// The candidate worker: a thread or a process that loads one candidate policy artefact and runs it
+// for the main thread (candidates.ts), either over pages of recorded decisions (a preview) or over
+// batches of live decisions (a shadow). It exists so that a candidate's wasm never runs on the event
+// loop: a candidate that takes long, or never finishes, is stopped by terminating this thread or
+// process, which no code can do to synchronous wasm running on the event loop itself.
 //
 // It answers every request with exactly one message carrying the request's id, and handles requests
 // one at a time in the order they came, so an answer always describes the candidate its request saw.
-import { readlinkSync } from 'node:fs';
-import { setPriority } from 'node:os';
-import { parentPort } from 'node:worker_threads';
+import { parentPort, Worker } from 'node:worker_threads';
 import { describeThrown } from '../common/thrown.ts';
+import { lowerThisThreadsPriority } from './candidate-priority.ts';
 import { loadCandidateEngine, type WasmPolicyEngine } from './engine.ts';
 import { compareWithCandidate, DecisionPreview, type ComparisonSink, type DecisionChange, type LiveDecision, type PreviewReport } from './preview.ts';
 import { recordFromText, type DecisionRecord, type StoredRecordText } from './decision-records.ts';
+import type { DecisionStreamAddress } from '../store/store.ts';
 
 export type ToWorker =
   /** Loads a candidate, replacing the loaded one only when it loads. With `preview`, a new preview tally starts. */
   | { type: 'load'; id: number; artefact: Uint8Array; memoryMaxPages?: number; preview?: { examplesPerGroup?: number; maxGroups?: number } }
   /** Adds records to the preview tally. */
   | { type: 'page'; id: number; records: ReadonlyArray<DecisionRecord | StoredRecordText> }
+  /** Reads the newest `limit` records from the stream itself, on a connection of its own, and adds them to the preview tally. */
+  | { type: 'read'; id: number; stream: DecisionStreamAddress; limit: number }
   /** Ends the preview: answers its report and unloads the candidate. */
   | { type: 'report'; id: number }
   /** Runs the candidate on live decisions, one result per decision in the same order. */
@@ -28,6 +30,9 @@ export type FromWorker =
   | { type: 'loaded'; id: number; sha256: string }
   | { type: 'load_failed'; id: number; message: string }
   | { type: 'page_done'; id: number }
+  | { type: 'read_done'; id: number }
+  /** The stream could not be read (Redis unreachable, say); the preview is over. */
+  | { type: 'read_failed'; id: number; message: string }
   | { type: 'report'; id: number; report: PreviewReport }
   | { type: 'shadow_results'; id: number; results: ShadowResult[] }
   /** The request could not be handled at all (no candidate loaded, no preview running, a bug). */
@@ -46,32 +51,58 @@ export interface ShadowChange {
   rule: string;
 }
 
-const port = parentPort;
-if (port === null) throw new Error('candidate-worker.ts runs only as a worker thread');
+/** How often a worker process checks that the process that started it is still there. */
+const PARENT_CHECK_MS = 500;
 
 /**
- * The nice value a candidate's thread runs at: the lowest priority. A preview or a shadow is work
- * beside the requests, never before them, so on a busy machine the scheduler gives the event loop,
- * Redis and everything else the CPU first, and the candidate what is left: a preview then takes
- * longer and a shadow drops observations (counted), rather than execute waiting for either.
+ * The watchdog's thread: it kills the process once the process is handed to another parent, which
+ * is what happens to it when its parent exits. CommonJS, as code a Worker evaluates is.
  */
-const CANDIDATE_NICE = 19;
+const WATCHDOG_SOURCE = `
+const { workerData } = require('node:worker_threads');
+setInterval(() => {
+  if (process.ppid !== workerData.parentPid) process.kill(process.pid, 'SIGKILL');
+}, workerData.intervalMs);
+`;
 
 /**
- * Lowers this thread's priority, not the process's: on Linux the nice value belongs to a thread, and
- * setpriority given a thread id changes that thread only. Node has no call for the thread id, but
- * /proc/thread-self names it. Elsewhere, or if it fails, the thread keeps the process's priority.
+ * Ends this process when the process that started it is gone, so that a preview never outlives the
+ * server it was for. The channel closing says so, but only to an event loop that turns, and a
+ * candidate spinning in wasm never lets this one turn; so a thread of its own also watches.
  */
-function lowerThisThreadsPriority(): void {
-  try {
-    const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isInteger(threadId) && threadId > 0 && threadId !== process.pid) setPriority(threadId, CANDIDATE_NICE);
-  } catch {
-    // Not Linux, or not permitted: the candidate shares the CPU as the process does.
-  }
+function exitWithParent(): void {
+  process.on('disconnect', () => process.exit(0));
+  const watchdog = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { parentPid: process.ppid, intervalMs: PARENT_CHECK_MS } });
+  // The channel keeps this process alive while its parent is there; the watchdog never does.
+  watchdog.unref();
 }
-lowerThisThreadsPriority();
-const post = (message: FromWorker) => port.postMessage(message);
+
+/** Where requests come from and answers go: the parent thread's port, or the parent process's IPC channel. */
+interface Channel {
+  onMessage(listener: (message: ToWorker) => void): void;
+  post(message: FromWorker): void;
+}
+
+function openChannel(): Channel {
+  const port = parentPort;
+  if (port !== null) {
+    lowerThisThreadsPriority();
+    return { onMessage: (listener) => port.on('message', listener), post: (message) => port.postMessage(message) };
+  }
+  const send = process.send?.bind(process);
+  if (send === undefined) throw new Error('candidate-worker.ts runs only as a worker thread or a forked process');
+  // The process's priority was lowered by its entry (candidate-process.ts), before this module loaded.
+  exitWithParent();
+  return {
+    onMessage: (listener) => process.on('message', (message) => listener(message as ToWorker)),
+    post: (message) => {
+      send(message);
+    },
+  };
+}
+
+const channel = openChannel();
+const post = (message: FromWorker) => channel.post(message);
 
 let candidate: WasmPolicyEngine | null = null;
 let preview: DecisionPreview | null = null;
@@ -121,9 +152,12 @@ async function handle(message: ToWorker): Promise<FromWorker> {
     }
     case 'page': {
       if (preview === null) return { type: 'failed', id, message: 'no preview is running' };
-      // Bounded by the page, which the main thread cut to at most 1000 records.
-      for (const record of message.records) preview.add(isStoredText(record) ? recordFromText(record) : record);
+      addRecords(preview, message.records);
       return { type: 'page_done', id };
+    }
+    case 'read': {
+      if (preview === null) return { type: 'failed', id, message: 'no preview is running' };
+      return await readStream(preview, message.stream, message.limit, id);
     }
     case 'report': {
       if (preview === null) return { type: 'failed', id, message: 'no preview is running' };
@@ -139,6 +173,38 @@ async function handle(message: ToWorker): Promise<FromWorker> {
     }
     default:
       return { type: 'failed', id, message: 'unknown request' };
+  }
+}
+
+/** Bounded by the page: a store reads at most 1000 records at a time, and the main thread cuts what it sends to as many. */
+function addRecords(preview: DecisionPreview, records: ReadonlyArray<DecisionRecord | StoredRecordText>): void {
+  for (const record of records) preview.add(isStoredText(record) ? recordFromText(record) : record);
+}
+
+/**
+ * Records per read of the stream. Redis serves a read whole before the next command of any client,
+ * so a page of 1000 records (about 0.8 MB) held the commands of the requests being served behind it;
+ * pages of 250 halved what a preview added to execute's latency, and took no longer in all
+ * (bench/RESULTS.md, "A preview in a process of its own").
+ */
+const STREAM_PAGE = 250;
+
+/**
+ * Reads the stream page by page and previews each page before the next is read. The reader is
+ * loaded only here, so a shadow's thread never loads the Redis client. Bounded by `limit` (the walk)
+ * and by the caller's deadline, which stops this process.
+ */
+async function readStream(preview: DecisionPreview, stream: DecisionStreamAddress, limit: number, id: number): Promise<FromWorker> {
+  let reader: Awaited<ReturnType<typeof import('../store/redis/decision-records.ts').openDecisionStreamReader>> | null = null;
+  try {
+    const [{ openDecisionStreamReader }, { decisionPages }] = await Promise.all([import('../store/redis/decision-records.ts'), import('../store/decision-pages.ts')]);
+    reader = await openDecisionStreamReader(stream);
+    for await (const page of decisionPages(reader, limit, STREAM_PAGE)) addRecords(preview, page);
+    return { type: 'read_done', id };
+  } catch (error) {
+    return { type: 'read_failed', id, message: describeThrown(error) };
+  } finally {
+    await reader?.close();
   }
 }
 
@@ -161,7 +227,7 @@ function runShadow(engine: WasmPolicyEngine, observations: readonly LiveDecision
 // One request at a time, in order: a load is asynchronous (the wasm compiles), and a request that
 // came after it must see the candidate it loaded.
 let queue: Promise<void> = Promise.resolve();
-port.on('message', (message: ToWorker) => {
+channel.onMessage((message) => {
   queue = queue.then(async () => {
     let answer: FromWorker;
     try {

@@ -5,25 +5,32 @@
 //   how often, and where, it would have decided otherwise.
 // Both use preview.ts's comparison, so a preview and a shadow can never disagree about what a change is.
 //
-// The wasm runs in worker threads (candidate-thread.ts), one for previews and one per shadow, so a
-// candidate that is slow, loops, crashes or answers garbage costs its own thread and never the
-// event loop: a preview rejects, a shadow counts errors. The live decision never waits for a shadow:
+// The wasm runs in workers (candidate-runner.ts): previews in a child process, each shadow in a
+// worker thread, so a candidate that is slow, loops, crashes or answers garbage costs its own worker
+// and never the event loop: a preview rejects, a shadow counts errors. The live decision never waits for a shadow:
 // observe() only queues (bounded), and the queue leaves in batches, one message per batch.
 import { LogThrottle, type Logger } from '../logger.ts';
 import { describeThrown, NamedError } from '../common/thrown.ts';
 import type { DecisionEntrypoint, DecisionRecord, OperatorAnswer, StoredRecordText } from './decision-records.ts';
 import { PolicyLoadError } from './engine.ts';
-import { CandidateThread, CandidateTimeoutError, CandidateWorkerError } from './candidate-thread.ts';
+import { CandidateRunner, CandidateTimeoutError, CandidateWorkerError } from './candidate-runner.ts';
 
-export { CandidateTimeoutError, CandidateWorkerError } from './candidate-thread.ts';
+export { CandidateTimeoutError, CandidateWorkerError } from './candidate-runner.ts';
 import type { FromWorker, ShadowChange, ShadowResult } from './candidate-worker.ts';
 import { checkPreviewOptions, type PreviewReport } from './preview.ts';
+import type { DecisionStreamAddress } from '../store/store.ts';
 
 /**
  * What a preview reads: records, or a store's texts of them, which the worker parses (so a preview
  * of 100,000 records does not parse them on the event loop).
  */
 export type PreviewItem = DecisionRecord | StoredRecordText;
+
+/**
+ * Where a preview's records come from: pages this process reads and sends (the memory store), or
+ * the stream the preview's process reads itself on a connection of its own (the Redis store).
+ */
+export type PreviewSource = AsyncIterable<ReadonlyArray<PreviewItem>> | { stream: DecisionStreamAddress; limit: number };
 
 export interface ShadowObservation {
   entrypoint: DecisionEntrypoint;
@@ -99,7 +106,7 @@ const SHADOW_BATCH_MAX = 256;
 /** Capabilities tallied by name; the rest are tallied together under OTHER_CAPABILITIES. */
 const MAX_TALLY_CAPABILITIES = 1000;
 const OTHER_CAPABILITIES = '(other)';
-/** Previews waiting behind the running one at most: they run one at a time, on one thread. */
+/** Previews waiting behind the running one at most: they run one at a time, in one process. */
 const MAX_WAITING_PREVIEWS = 4;
 /** A shadow whose worker keeps dying restarts after 1 s, 2 s, 4 s... up to this. */
 const MAX_RESTART_DELAY_MS = 60_000;
@@ -109,6 +116,9 @@ const FAILURE_LOG_WINDOW_MS = 60_000;
 /** The candidate policies were closed. */
 export class CandidatesClosedError extends NamedError {}
 
+/** A preview's process could not read the recorded decisions from the stream it was sent to (Redis unreachable, say). */
+export class DecisionSourceError extends NamedError {}
+
 type CapabilityCounts = { allow_to_deny: number; deny_to_allow: number; other: number };
 
 /** A loaded shadow: its thread and queue, and the counts its tally reports (ShadowTally says what each counts). */
@@ -116,7 +126,7 @@ interface Shadow extends Pick<ShadowTally, 'observed' | 'evaluated' | 'agreed' |
   readonly artefact: Uint8Array;
   readonly sha256: string;
   readonly loadedAt: string;
-  readonly thread: CandidateThread;
+  readonly thread: CandidateRunner;
   readonly queue: ShadowObservation[];
   /** The batch the worker evaluates now: one at a time. */
   running: readonly ShadowObservation[] | null;
@@ -135,7 +145,7 @@ export class CandidatePolicies {
   readonly #onDisagreement: (disagreement: ShadowDisagreement) => void;
   readonly #logger: Logger;
   readonly #failureLog = new LogThrottle(FAILURE_LOG_WINDOW_MS);
-  #previewThread: CandidateThread | null = null;
+  #previewWorker: CandidateRunner | null = null;
   /** Previews run one at a time: each waits for the one before it. */
   #previews: Promise<unknown> = Promise.resolve();
   #previewsWaiting = 0;
@@ -158,13 +168,14 @@ export class CandidatePolicies {
   }
 
   /**
-   * Runs the candidate over the records of `pages` (a page of more than 1000 records is cut) in a
-   * worker and reports what it would change, with the candidate's sha256. Rejects with
+   * Runs the candidate over the records of `source` (a page of more than 1000 records is cut) in a
+   * worker process and reports what it would change, with the candidate's sha256. Rejects with
    * PolicyLoadError when the bytes are not a policy, with CandidateTimeoutError when the whole
-   * preview (reading the pages included) takes longer than previewTimeoutMs (its worker is then
-   * stopped, and replaced by the next preview), and with RangeError for options that bound nothing.
+   * preview (reading the records included) takes longer than previewTimeoutMs (its worker is then
+   * stopped, and replaced by the next preview), with DecisionSourceError when the worker cannot read
+   * the stream it was sent to, and with RangeError for options that bound nothing.
    */
-  async preview(artefact: Uint8Array, pages: AsyncIterable<ReadonlyArray<PreviewItem>>, options: { examplesPerGroup?: number; maxGroups?: number } = {}): Promise<PreviewReport & { sha256: string }> {
+  async preview(artefact: Uint8Array, source: PreviewSource, options: { examplesPerGroup?: number; maxGroups?: number } = {}): Promise<PreviewReport & { sha256: string }> {
     checkPreviewOptions(options);
     if (this.#closed) throw new CandidatesClosedError('candidate policies are closed');
     if (this.#previewsWaiting >= MAX_WAITING_PREVIEWS) throw new Error(`${MAX_WAITING_PREVIEWS} previews are waiting already; try again when one has finished`);
@@ -173,7 +184,7 @@ export class CandidatePolicies {
     this.#previewsWaiting++;
     const run = this.#previews.then(() => {
       this.#previewsWaiting--;
-      return this.#runPreview(bytes, pages, options);
+      return this.#runPreview(bytes, source, options);
     });
     this.#previews = run.catch(() => undefined);
     return run;
@@ -251,37 +262,38 @@ export class CandidatePolicies {
     this.#closed = true;
     const shadow = this.#shadow;
     this.#shadow = null;
-    const previewThread = this.#previewThread;
-    this.#previewThread = null;
-    await Promise.all([shadow === null ? undefined : this.#retire(shadow), previewThread?.terminate()]);
+    const previewWorker = this.#previewWorker;
+    this.#previewWorker = null;
+    await Promise.all([shadow === null ? undefined : this.#retire(shadow), previewWorker?.terminate()]);
   }
 
   // -------------------------------------------------------------------------------------------
   // Previews
   // -------------------------------------------------------------------------------------------
 
-  async #runPreview(artefact: Uint8Array, pages: AsyncIterable<ReadonlyArray<PreviewItem>>, options: { examplesPerGroup?: number; maxGroups?: number }): Promise<PreviewReport & { sha256: string }> {
+  async #runPreview(artefact: Uint8Array, source: PreviewSource, options: { examplesPerGroup?: number; maxGroups?: number }): Promise<PreviewReport & { sha256: string }> {
     if (this.#closed) throw new CandidatesClosedError('candidate policies are closed');
-    const thread = (this.#previewThread ??= new CandidateThread());
+    const worker = (this.#previewWorker ??= new CandidateRunner('process'));
     const deadline = new Deadline(this.#timeoutMs, `the preview did not finish within ${this.#timeoutMs} ms; its worker was stopped`);
-    const iterator = pages[Symbol.asyncIterator]();
+    const iterator = 'stream' in source ? null : source[Symbol.asyncIterator]();
     let finished = false;
     try {
       const preview = { ...(options.examplesPerGroup === undefined ? {} : { examplesPerGroup: options.examplesPerGroup }), ...(options.maxGroups === undefined ? {} : { maxGroups: options.maxGroups }) };
-      const loaded = await thread.request({ type: 'load', artefact, ...this.#memory(), preview }, deadline.remainingMs(), deadline.message);
+      const loaded = await worker.request({ type: 'load', artefact, ...this.#memory(), preview }, deadline.remainingMs(), deadline.message);
       if (loaded.type === 'load_failed') throw new PolicyLoadError(loaded.message);
       if (loaded.type !== 'loaded') throw unexpected(loaded);
-      await sendPages(thread, iterator, deadline);
-      const answer = await thread.request({ type: 'report' }, deadline.remainingMs(), deadline.message);
+      if (iterator !== null) await sendPages(worker, iterator, deadline);
+      else await readInWorker(worker, source as { stream: DecisionStreamAddress; limit: number }, deadline);
+      const answer = await worker.request({ type: 'report' }, deadline.remainingMs(), deadline.message);
       if (answer.type !== 'report') throw unexpected(answer);
       finished = true;
       return { ...answer.report, sha256: loaded.sha256 };
     } finally {
       if (!finished) {
-        // Whatever stopped the preview, the next one starts on a fresh thread (this one may still be
+        // Whatever stopped the preview, the next one starts in a fresh process (this one may still be
         // running the candidate), and the page source is told it will not be read further.
-        await thread.terminate();
-        closeQuietly(iterator);
+        await worker.terminate();
+        if (iterator !== null) closeQuietly(iterator);
       }
     }
   }
@@ -297,7 +309,7 @@ export class CandidatePolicies {
   async #loadShadow(artefact: Uint8Array): Promise<{ sha256: string }> {
     if (this.#closed) throw new CandidatesClosedError('candidate policies are closed');
     // A thread of its own: the running shadow goes on until this one has loaded, and stays if it cannot.
-    const thread = new CandidateThread();
+    const thread = new CandidateRunner('thread');
     let answer: FromWorker;
     try {
       answer = await thread.request({ type: 'load', artefact, ...this.#memory() }, this.#timeoutMs, `loading the shadow took longer than ${this.#timeoutMs} ms; its worker was stopped`);
@@ -477,7 +489,7 @@ class Deadline {
  * Feeds the pages to the worker: one chunk is evaluated there while the next page is read from the
  * source, and no more, so a source faster than the candidate never piles records up in the worker.
  */
-async function sendPages(thread: CandidateThread, iterator: AsyncIterator<ReadonlyArray<PreviewItem>>, deadline: Deadline): Promise<void> {
+async function sendPages(worker: CandidateRunner, iterator: AsyncIterator<ReadonlyArray<PreviewItem>>, deadline: Deadline): Promise<void> {
   let inFlight: Promise<void> | null = null;
   // Bounded by the deadline: every turn waits for the source or the worker, at most the time left,
   // and race() fails at once when none is left (even for a source that never waits).
@@ -490,7 +502,7 @@ async function sendPages(thread: CandidateThread, iterator: AsyncIterator<Readon
     for (let start = 0; start < page.length; start += PREVIEW_PAGE_MAX) {
       if (inFlight !== null) await inFlight;
       const records = (page.length <= PREVIEW_PAGE_MAX ? page : page.slice(start, start + PREVIEW_PAGE_MAX)) as PreviewItem[];
-      inFlight = sendChunk(thread, records, deadline);
+      inFlight = sendChunk(worker, records, deadline);
       // Awaited above or below; this only keeps a failure that comes while the next page is read
       // from being reported as unhandled.
       inFlight.catch(() => undefined);
@@ -499,8 +511,15 @@ async function sendPages(thread: CandidateThread, iterator: AsyncIterator<Readon
   if (inFlight !== null) await inFlight;
 }
 
-async function sendChunk(thread: CandidateThread, records: ReadonlyArray<PreviewItem>, deadline: Deadline): Promise<void> {
-  const answer = await thread.request({ type: 'page', records }, deadline.remainingMs(), deadline.message);
+/** Has the worker read the stream itself; it answers once every record it read is in the tally. */
+async function readInWorker(worker: CandidateRunner, source: { stream: DecisionStreamAddress; limit: number }, deadline: Deadline): Promise<void> {
+  const answer = await worker.request({ type: 'read', stream: source.stream, limit: source.limit }, deadline.remainingMs(), deadline.message);
+  if (answer.type === 'read_failed') throw new DecisionSourceError(answer.message);
+  if (answer.type !== 'read_done') throw unexpected(answer);
+}
+
+async function sendChunk(worker: CandidateRunner, records: ReadonlyArray<PreviewItem>, deadline: Deadline): Promise<void> {
+  const answer = await worker.request({ type: 'page', records }, deadline.remainingMs(), deadline.message);
   if (answer.type !== 'page_done') throw unexpected(answer);
 }
 

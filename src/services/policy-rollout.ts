@@ -6,10 +6,11 @@
 import { ApiError } from '../errors.ts';
 import type { PreviewReport } from '../policy/preview.ts';
 import { PolicyLoadError } from '../policy/engine.ts';
-import type { ShadowDisagreement, ShadowTally } from '../policy/candidates.ts';
+import { DecisionSourceError, type ShadowDisagreement, type ShadowTally } from '../policy/candidates.ts';
 import type { Redaction } from '../policy/redaction.ts';
 import type { ReloadOutcome } from '../policy/reloader.ts';
-import { MAX_DECISION_READ, type DecisionRecords, type StoredDecision } from '../store/store.ts';
+import { decisionPages } from '../store/decision-pages.ts';
+import type { DecisionRecords } from '../store/store.ts';
 import type { PolicyRollout, ServiceDepsOver } from './deps.ts';
 
 type RolloutDeps = ServiceDepsOver<DecisionRecords>;
@@ -19,23 +20,6 @@ export type MaxFlips = { count: number } | { share: number };
 
 export type CandidatePreview = PreviewReport & { sha256: string };
 
-/**
- * The recorded decisions as the store keeps them (JSON texts, parsed by the preview's worker),
- * newest first, in pages of at most MAX_DECISION_READ, `limit` in all.
- */
-export async function* recordedDecisions(store: DecisionRecords, limit: number): AsyncGenerator<StoredDecision[]> {
-  let left = limit;
-  let before: string | undefined;
-  // Bounded by `limit`: every page takes at least one record off it, or ends the walk.
-  while (left > 0) {
-    const page = await store.readDecisionRecords(Math.min(left, MAX_DECISION_READ), before);
-    if (page.length === 0) return;
-    yield page;
-    left -= page.length;
-    before = page[page.length - 1]!.id;
-  }
-}
-
 function requireRollout(deps: RolloutDeps): PolicyRollout {
   if (!deps.rollout) throw new ApiError('not_found', 'this instance cannot run candidate policies');
   return deps.rollout;
@@ -44,16 +28,23 @@ function requireRollout(deps: RolloutDeps): PolicyRollout {
 /**
  * Previews `artefact` (else the artefact file as it is on disk now, what a reload would load)
  * against the newest `limit` recorded decisions. This instance's queued records are written first,
- * so decisions it just made are in the preview.
+ * so decisions it just made are in the preview. Where the store says how, the preview's own process
+ * reads the records (store.ts, decisionStreamAddress); otherwise this process reads them page by page.
  */
 export async function previewCandidate(deps: RolloutDeps, artefact: Uint8Array | null, limit: number): Promise<CandidatePreview> {
   const { candidates } = requireRollout(deps);
   const bytes = artefact ?? await readArtefactOnDisk(deps);
   await deps.decisions.flush();
+  const stream = deps.store.decisionStreamAddress();
   try {
-    return await candidates.preview(bytes, recordedDecisions(deps.store, limit));
+    return await candidates.preview(bytes, stream === null ? decisionPages(deps.store, limit) : { stream, limit });
   } catch (err) {
     if (err instanceof PolicyLoadError) throw new ApiError('invalid_request', `the candidate is not a policy artefact agentgate can load: ${err.message}`);
+    if (err instanceof DecisionSourceError) {
+      // As for any store call that fails (store/guard.ts): the cause to the log, not to the caller.
+      deps.logger.error('storage unavailable; the preview could not read the recorded decisions', { err });
+      throw new ApiError('service_unavailable', 'the store cannot be reached; retry later');
+    }
     throw err;
   }
 }

@@ -76,7 +76,7 @@ const ROLE_MEMBERS: { readonly [Role in keyof StoreRoles]: MemberList<StoreRoles
     releaseAuditClaims: true,
     forgetIdleAuditConsumers: true,
   },
-  decisions: { appendDecisionRecords: true, readDecisionRecords: true },
+  decisions: { appendDecisionRecords: true, readDecisionRecords: true, decisionStreamAddress: true },
   backend: {
     kind: true,
     sharedSecret: true,

@@ -16,7 +16,7 @@ import { noMetrics, type Metrics } from '../metrics/metrics.ts';
 import type { Store } from './store.ts';
 
 /** Methods that are not calls to the backend. */
-const NOT_CALLS: ReadonlySet<PropertyKey> = new Set(['onAgentInvalidation', 'isUnavailable']);
+const NOT_CALLS: ReadonlySet<PropertyKey> = new Set(['onAgentInvalidation', 'isUnavailable', 'decisionStreamAddress']);
 
 /**
  * A store call slower than this gets a debug line. A healthy Redis on the same network answers

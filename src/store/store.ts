@@ -14,6 +14,7 @@ import type {
 } from '../domain/types.ts';
 import type { AuditEvent, AuditReader, AuditRecord } from '../audit/events.ts';
 import type { AgentPatch, HostPatch } from './records.ts';
+import type { RedisStoreOptions } from './redis/connection.ts';
 
 // The patch types are derived from the record tables in records.ts (one list of each record's fields).
 export type { AgentPatch, HostPatch } from './records.ts';
@@ -431,6 +432,21 @@ export interface DecisionRecords {
    * when it is given. Entries the store cannot read as a record are skipped, never thrown.
    */
   readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]>;
+  /**
+   * Where a process of its own can read these records itself, as plain data that can be sent to it;
+   * null when only this process can (the memory store's ring). A preview reads them there, so that
+   * neither this process's event loop nor its command connection carries a hundred thousand records.
+   */
+  decisionStreamAddress(): DecisionStreamAddress | null;
+}
+
+/** Omit applied to each member of a union, so that each topology of RedisStoreOptions keeps its own fields. */
+type OmitEach<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** The Redis store's recorded decisions as another process finds them: how to connect (no callbacks), and the stream's key. */
+export interface DecisionStreamAddress {
+  redis: OmitEach<RedisStoreOptions, 'onConnectionError'>;
+  streamKey: string;
 }
 
 /**

@@ -5,6 +5,8 @@
 // bounds is refused rather than served. The round trip that carries records stands with the
 // AgentRecords block (store.contract.ts), whose method it is.
 import { describe, expect, it } from 'vitest';
+import { decisionPages } from '../../src/store/decision-pages.ts';
+import { openDecisionStreamReader } from '../../src/store/redis/decision-records.ts';
 import { MAX_DECISION_READ, type StoredDecision } from '../../src/store/store.ts';
 import type { StoreUnderTest } from './store.contract.ts';
 
@@ -71,6 +73,28 @@ export function decisionContract(current: () => StoreUnderTest): void {
       expect(await store().readDecisionRecords(3, third[0]!.id)).toEqual([]);
       // The pages together are exactly the whole stream, in order.
       expect([...first, ...second, ...third]).toEqual(await store().readDecisionRecords(10));
+    });
+
+    it('a store that can be read from another process says where, as plain data; a reader opened there pages as the store does', async () => {
+      await store().appendDecisionRecords([1, 2, 3, 4, 5, 6, 7].map(record), MAX);
+      const address = store().decisionStreamAddress();
+      if (store().kind === 'memory') {
+        // The ring is this process's memory: nothing else can read it.
+        expect(address).toBeNull();
+        return;
+      }
+      expect(address).not.toBeNull();
+      // Plain data: what a structured clone (the IPC channel's) carries unchanged, no callback in it.
+      expect(structuredClone(address)).toEqual(address);
+      const reader = await openDecisionStreamReader(address!);
+      try {
+        const pages: StoredDecision[][] = [];
+        for await (const page of decisionPages(reader, 6, 4)) pages.push(page);
+        expect(pages.map(ns)).toEqual([[7, 6, 5, 4], [3, 2]]);
+        expect(pages.flat()).toEqual(await store().readDecisionRecords(6));
+      } finally {
+        await reader.close();
+      }
     });
 
     it('beforeId is exclusive and need not name a stored record: past every record reads all, 0-0 reads none', async () => {

@@ -105,6 +105,7 @@ describe('which decisions are recorded', () => {
     const failing: DecisionRecords = {
       appendDecisionRecords: () => Promise.reject(new Error('Redis is down')),
       readDecisionRecords: () => Promise.resolve([]),
+      decisionStreamAddress: () => null,
     };
     const log = logOver(failing);
     const policy = recordingPolicy(engine, log);

@@ -45,6 +45,11 @@ export class MemoryDecisionRecords implements DecisionRecords {
     return records.map(() => true);
   }
 
+  /** The ring lives in this process's memory: nothing else can read it. */
+  decisionStreamAddress(): null {
+    return null;
+  }
+
   async readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]> {
     this.#gate.assertOpen();
     const before = decisionReadBounds(count, beforeId);

@@ -2,9 +2,12 @@
 // (`XADD MAXLEN ~`), read newest first with XREVRANGE. Nothing forwards it and no person reads it
 // as a trail, so unlike the audit stream it has no consumer group and no age bound. The stream is
 // one key: on a Redis Cluster it lives in one slot of its own. Its commands go on the store's one
-// command connection (parts.ts), so an append in the hot path's tick rides with its round trip.
+// command connection (parts.ts), so an append in the hot path's tick rides with its round trip; a
+// preview reads the stream from a process of its own, on a connection of its own
+// (openDecisionStreamReader).
 import { assertMaxRecords, decisionReadBounds } from '../checks.ts';
-import type { DecisionRecords, StoredDecision } from '../store.ts';
+import type { DecisionRecords, DecisionStreamAddress, StoredDecision } from '../store.ts';
+import { closeConnection, connectAndCheck, openConnection, type RedisConnection } from './connection.ts';
 import { RedisRole, type RedisParts } from './parts.ts';
 
 /** The one field of a stream entry: the record's JSON text (the execute script appends entries too). */
@@ -14,10 +17,17 @@ type StreamEntry = [id: string, fields: string[]];
 
 export class RedisDecisionRecords extends RedisRole implements DecisionRecords {
   readonly #key: string;
+  readonly #address: DecisionStreamAddress;
 
-  constructor(redis: RedisParts) {
+  /** `connectTo` is how this store connects: another process reading the stream connects the same way. */
+  constructor(redis: RedisParts, connectTo: DecisionStreamAddress['redis']) {
     super(redis);
     this.#key = redis.keys.decisionStream;
+    this.#address = { redis: connectTo, streamKey: this.#key };
+  }
+
+  decisionStreamAddress(): DecisionStreamAddress {
+    return this.#address;
   }
 
   /**
@@ -45,19 +55,49 @@ export class RedisDecisionRecords extends RedisRole implements DecisionRecords {
     );
   }
 
-  async readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]> {
-    const before = decisionReadBounds(count, beforeId);
-    // Nothing is older than 0-0, and Redis refuses `(0-0` as an end (it has no predecessor).
-    if (before !== null && before.ms === 0n && before.seq === 0n) return [];
-    const end = beforeId === undefined ? '+' : `(${beforeId}`;
-    const entries = (await this.redis.connection.xrevrange(this.#key, end, '-', 'COUNT', count)) as StreamEntry[];
-    const decisions: StoredDecision[] = [];
-    for (const [id, fields] of entries) {
-      const json = recordField(fields);
-      if (json !== null) decisions.push({ id, json });
-    }
-    return decisions;
+  readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]> {
+    return readDecisionPage(this.redis.connection, this.#key, count, beforeId);
   }
+}
+
+/** A reader of the decision stream on a connection of its own, for a process other than the store's. */
+export interface DecisionStreamReader {
+  readDecisionRecords(count: number, beforeId?: string): Promise<StoredDecision[]>;
+  close(): Promise<void>;
+}
+
+/** How long closing the reader's connection may take before it is dropped. */
+const READER_CLOSE_MS = 1000;
+
+/**
+ * Opens a connection as `address` says and reads the stream on it, as the store's own reads do. The
+ * connection carries nothing else, so a preview's large replies queue behind no request's command
+ * and no request's behind them. Fails closed as the store's connection does: a command not answered
+ * within the command timeout rejects.
+ */
+export async function openDecisionStreamReader(address: DecisionStreamAddress): Promise<DecisionStreamReader> {
+  const connection = openConnection(address.redis, 'commands');
+  // Bounded, and on failure disconnected, with a message that says what failed where.
+  await connectAndCheck(connection, address.redis);
+  return {
+    readDecisionRecords: (count, beforeId) => readDecisionPage(connection, address.streamKey, count, beforeId),
+    close: () => closeConnection(connection, READER_CLOSE_MS),
+  };
+}
+
+/** Up to `count` records of the stream at `key`, newest first, each older than `beforeId` when given. */
+async function readDecisionPage(connection: RedisConnection, key: string, count: number, beforeId?: string): Promise<StoredDecision[]> {
+  const before = decisionReadBounds(count, beforeId);
+  // Nothing is older than 0-0, and Redis refuses `(0-0` as an end (it has no predecessor).
+  if (before !== null && before.ms === 0n && before.seq === 0n) return [];
+  const end = beforeId === undefined ? '+' : `(${beforeId}`;
+  const entries = (await connection.xrevrange(key, end, '-', 'COUNT', count)) as StreamEntry[];
+  const decisions: StoredDecision[] = [];
+  for (const [id, fields] of entries) {
+    const json = recordField(fields);
+    if (json !== null) decisions.push({ id, json });
+  }
+  return decisions;
 }
 
 /**

@@ -85,7 +85,8 @@ export class RedisStore {
     // The agent records append, on a Redis Cluster, the events and decision records the hot path's
     // round trip carries through this trail and these records (each stream is in a slot of its own there).
     const audit = new RedisAuditRecords(parts);
-    const decisions = new RedisDecisionRecords(parts);
+    const { onConnectionError: _onConnectionError, ...connectTo } = options;
+    const decisions = new RedisDecisionRecords(parts, connectTo);
     composeStore(this, {
       hosts: new RedisHostRecords(parts),
       agents: new RedisAgentRecords(parts, audit, decisions),

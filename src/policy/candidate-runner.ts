@@ -8,7 +8,7 @@
 // Why a process at all: a thread shares the process with the event loop, and with it V8's
 // garbage-collector helper threads (which run at the process's priority whatever the thread's is) and
 // the memory allocator. A preview is seconds of parsing and evaluation that allocates all the while;
-// as a thread at the lowest priority it slowed execute's requests while it ran several times more
+// as a thread at the lowest priority it slowed execute's requests while it ran two to seven times more
 // than the same work did in a process of its own (bench/RESULTS.md, "A preview in a process of its
 // own"). A shadow stays a thread: it evaluates live decisions in small batches as they come, and a
 // process would add a copy between processes to each.

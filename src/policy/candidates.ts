@@ -7,8 +7,8 @@
 //
 // The wasm runs in workers (candidate-runner.ts): previews in a child process, each shadow in a
 // worker thread, so a candidate that is slow, loops, crashes or answers garbage costs its own worker
-// and never the event loop: a preview rejects, a shadow counts errors. The live decision never waits for a shadow:
-// observe() only queues (bounded), and the queue leaves in batches, one message per batch.
+// and never the event loop: a preview rejects, a shadow counts errors. The live decision never waits
+// for a shadow: observe() only queues (bounded), and the queue leaves in batches, one message per batch.
 import { LogThrottle, type Logger } from '../logger.ts';
 import { describeThrown, NamedError } from '../common/thrown.ts';
 import type { DecisionEntrypoint, DecisionRecord, OperatorAnswer, StoredRecordText } from './decision-records.ts';
@@ -282,8 +282,8 @@ export class CandidatePolicies {
       const loaded = await worker.request({ type: 'load', artefact, ...this.#memory(), preview }, deadline.remainingMs(), deadline.message);
       if (loaded.type === 'load_failed') throw new PolicyLoadError(loaded.message);
       if (loaded.type !== 'loaded') throw unexpected(loaded);
-      if (iterator !== null) await sendPages(worker, iterator, deadline);
-      else await readInWorker(worker, source as { stream: DecisionStreamAddress; limit: number }, deadline);
+      if ('stream' in source) await readInWorker(worker, source, deadline);
+      else if (iterator !== null) await sendPages(worker, iterator, deadline);
       const answer = await worker.request({ type: 'report' }, deadline.remainingMs(), deadline.message);
       if (answer.type !== 'report') throw unexpected(answer);
       finished = true;

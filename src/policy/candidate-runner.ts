@@ -33,7 +33,8 @@ const RESOURCE_LIMITS = { maxOldGenerationSizeMb: 256, maxYoungGenerationSizeMb:
 
 /**
  * The same heap limits for a worker process, as V8 flags. Nothing of this process's own command line
- * is passed on (a preloaded module, an inspector port), only these.
+ * is passed on (a preloaded module, an inspector port), only these; nor its NODE_OPTIONS
+ * (workerEnvironment).
  */
 const PROCESS_EXEC_ARGV = [`--max-old-space-size=${RESOURCE_LIMITS.maxOldGenerationSizeMb}`, `--max-semi-space-size=${RESOURCE_LIMITS.maxYoungGenerationSizeMb / 2}`];
 
@@ -127,7 +128,7 @@ export class CandidateRunner {
 
   #spawnProcess(): WorkerHandle {
     // `advanced` serialization carries what a thread's messages carry (an artefact's bytes, say).
-    const child: ChildProcess = fork(fileURLToPath(PROCESS_URL), [], { execArgv: PROCESS_EXEC_ARGV, serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child: ChildProcess = fork(fileURLToPath(PROCESS_URL), [], { execArgv: PROCESS_EXEC_ARGV, env: workerEnvironment(), serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const worker: WorkerHandle = {
       send: (message) => {
         // A message the channel cannot take (a closed one) fails here and the request with it.
@@ -184,6 +185,26 @@ function stopProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     child.once('exit', () => resolve());
+    // Referenced again while it is being stopped, so that the wait for its exit keeps this process's
+    // event loop alive (a shutdown that awaits it would otherwise end before it settles).
+    child.ref();
     if (!child.kill('SIGKILL')) resolve();
   });
+}
+
+/**
+ * The environment a worker process gets: what Node and TLS need, and nothing else, so that the
+ * server's secrets (the admin token, the Redis password in REDIS_URL) and its NODE_OPTIONS (a
+ * preloaded module, an inspector) stay in the server. What the worker needs of the configuration
+ * comes over the IPC channel.
+ */
+const PASSED_ENVIRONMENT = ['PATH', 'TZ', 'NODE_COMPILE_CACHE', 'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR'] as const;
+
+function workerEnvironment(): NodeJS.ProcessEnv {
+  const environment: NodeJS.ProcessEnv = {};
+  for (const name of PASSED_ENVIRONMENT) {
+    const value = process.env[name];
+    if (value !== undefined) environment[name] = value;
+  }
+  return environment;
 }

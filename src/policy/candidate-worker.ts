@@ -32,7 +32,7 @@ export type FromWorker =
   | { type: 'load_failed'; id: number; message: string }
   | { type: 'page_done'; id: number }
   | { type: 'read_done'; id: number }
-  /** The stream could not be read (Redis unreachable, say); the preview is over. */
+  /** The stream could not be read because the store cannot be reached; the preview is over. */
   | { type: 'read_failed'; id: number; message: string }
   | { type: 'report'; id: number; report: PreviewReport }
   | { type: 'shadow_results'; id: number; results: ShadowResult[] }
@@ -188,16 +188,28 @@ const STREAM_PAGE = 250;
  * and by the caller's deadline, which stops this process.
  */
 async function readStream(preview: DecisionPreview, stream: DecisionStreamAddress, limit: number, id: number): Promise<FromWorker> {
-  let reader: DecisionStreamReader | null = null;
+  const [{ openDecisionStreamReader }, { decisionPages }, { isRedisUnavailable }] = await Promise.all([
+    import('../store/redis/decision-records.ts'),
+    import('../store/decision-pages.ts'),
+    import('../store/redis/connection.ts'),
+  ]);
+  let reader: DecisionStreamReader;
   try {
-    const [{ openDecisionStreamReader }, { decisionPages }] = await Promise.all([import('../store/redis/decision-records.ts'), import('../store/decision-pages.ts')]);
     reader = await openDecisionStreamReader(stream);
+  } catch (error) {
+    // Connecting failed (it says where and why): the store cannot be reached from here.
+    return { type: 'read_failed', id, message: describeThrown(error) };
+  }
+  try {
     for await (const page of decisionPages(reader, limit, STREAM_PAGE)) addRecords(preview, page);
     return { type: 'read_done', id };
   } catch (error) {
-    return { type: 'read_failed', id, message: describeThrown(error) };
+    // An outage is the store's; anything else (an error reply, a bug) is not dressed up as one, as
+    // the store's own calls are not (store/guard.ts).
+    const message = describeThrown(error);
+    return isRedisUnavailable(error) ? { type: 'read_failed', id, message } : { type: 'failed', id, message: `reading the recorded decisions failed: ${message}` };
   } finally {
-    await reader?.close();
+    await reader.close();
   }
 }
 

@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CandidatePolicies, CandidateTimeoutError } from '../../src/policy/candidates.ts';
 import type { DecisionRecord } from '../../src/policy/decision-records.ts';
@@ -106,6 +107,23 @@ describe('a preview in a process of its own', () => {
     for (const thread of threads) expect(statFields(`/proc/${worker}/task/${thread}/stat`)?.[16]).toBe('19');
   });
 
+  it('the attack of a candidate reading the server\'s secrets: its process gets none of the server\'s environment', async () => {
+    const before = candidateProcesses(process.pid);
+    process.env.AGENTGATE_TEST_SECRET = 'the-admin-token-of-this-test';
+    try {
+      const candidates = candidatePolicies();
+      await candidates.preview(artefact('deny'), onePage([allowedExecute(1)]));
+      const [worker] = candidateProcesses(process.pid).filter((pid) => !before.includes(pid));
+      const environment = readFileSync(`/proc/${worker}/environ`, 'utf8').split('\0').map((entry) => entry.split('=')[0]);
+      expect(environment).not.toContain('AGENTGATE_TEST_SECRET');
+      // What the runner passes, and what Node adds for the IPC channel itself.
+      const passed = ['', 'PATH', 'TZ', 'NODE_COMPILE_CACHE', 'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'NODE_CHANNEL_FD', 'NODE_CHANNEL_SERIALIZATION_MODE'];
+      expect(environment.filter((name) => !passed.includes(name!))).toEqual([]);
+    } finally {
+      delete process.env.AGENTGATE_TEST_SECRET;
+    }
+  });
+
   it('a candidate that spins is stopped with its process at the deadline, and the next preview starts another', async () => {
     const before = candidateProcesses(process.pid);
     const ours = () => candidateProcesses(process.pid).filter((pid) => !before.includes(pid));
@@ -131,22 +149,32 @@ describe('a preview in a process of its own', () => {
       import { CandidatePolicies } from ${JSON.stringify(path.join(ROOT, 'src/policy/candidates.ts'))};
       import { silentLogger } from ${JSON.stringify(path.join(ROOT, 'src/logger.ts'))};
       const candidates = new CandidatePolicies({ shadowQueueMax: 10, previewTimeoutMs: 600000, onDisagreement: () => {}, logger: silentLogger });
-      const spin = ${JSON.stringify({ ...allowedExecute(1), input: { ...allowedExecute(1).input, capability: 'spin' } })};
-      void candidates.preview(readFileSync(${JSON.stringify(path.join(FIXTURES_DIR, 'spin.wasm'))}), (async function* () { yield [spin]; })());
-      // The worker's pid once it has used 0.3 s of CPU (utime, field 14: it is spinning by then on an
-      // unloaded machine), or 5 s after it started (on a loaded one: it is killed wherever it is then).
-      const startedAt = Date.now();
-      const timer = setInterval(() => {
+      const records = (one) => (async function* () { yield [one]; })();
+      const workerCpu = () => {
         for (const entry of readdirSync('/proc')) {
           try {
             const stat = readFileSync('/proc/' + entry + '/stat', 'utf8');
             const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-            if (Number(fields[1]) !== process.pid || !readFileSync('/proc/' + entry + '/cmdline', 'utf8').includes('candidate-process')) continue;
-            if (Number(fields[11]) > 30 || Date.now() - startedAt > 5000) {
-              clearInterval(timer);
-              process.stdout.write(entry + '\\n');
+            if (Number(fields[1]) === process.pid && readFileSync('/proc/' + entry + '/cmdline', 'utf8').includes('candidate-process')) {
+              return { pid: entry, ticks: Number(fields[11]) + Number(fields[12]) };
             }
           } catch {}
+        }
+        return null;
+      };
+      // A whole preview first, in the same process (it is kept for the next): its CPU is what
+      // starting and loading cost, so CPU beyond it is the spin's.
+      await candidates.preview(readFileSync(${JSON.stringify(path.join(FIXTURES_DIR, 'deny.wasm'))}), records(${JSON.stringify(allowedExecute(1))}));
+      const baseline = workerCpu();
+      void candidates.preview(readFileSync(${JSON.stringify(path.join(FIXTURES_DIR, 'spin.wasm'))}), records(${JSON.stringify({ ...allowedExecute(1), input: { ...allowedExecute(1).input, capability: 'spin' } })}));
+      // Its pid once it has spun for 0.3 s of CPU beyond that (or, on a machine too loaded to give
+      // it that, after 5 s: it is killed wherever it is then).
+      const startedAt = Date.now();
+      const timer = setInterval(() => {
+        const now = workerCpu();
+        if (now !== null && (now.ticks > baseline.ticks + 30 || Date.now() - startedAt > 5000)) {
+          clearInterval(timer);
+          process.stdout.write(now.pid + '\\n');
         }
       }, 50);
     `;
@@ -182,6 +210,26 @@ describe('a preview on the Redis store', () => {
       expect(res.json).toMatchObject({ allow_to_deny: 3, errors: { count: 0 } });
     } finally {
       store.readDecisionRecords = read;
+    }
+  });
+
+  it('a stream that answers with an error is 500 internal_error, not an outage', async () => {
+    const store = server.store;
+    const real = store.decisionStreamAddress()!;
+    const address = store.decisionStreamAddress.bind(store);
+    const url = 'url' in real.redis ? real.redis.url : undefined;
+    if (url === undefined) throw new Error('the test server uses one Redis');
+    // A key that is not a stream: Redis answers WRONGTYPE, which is not the store being unreachable.
+    const notAStream = `${real.streamKey}:not-a-stream`;
+    const raw = new Redis(url);
+    await raw.set(notAStream, 'x');
+    store.decisionStreamAddress = () => ({ ...real, streamKey: notAStream });
+    try {
+      expect(code(await preview())).toBe('500 internal_error');
+    } finally {
+      store.decisionStreamAddress = address;
+      await raw.del(notAStream);
+      raw.disconnect();
     }
   });
 

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
+import { decisionPages } from '../../src/store/decision-pages.ts';
 import { keyLayout } from '../../src/store/redis/keys.ts';
 import { createRedisStore, type RedisStore } from '../../src/store/redis/redis-store.ts';
 import {
@@ -296,5 +297,17 @@ describe('redis store: the decision stream', () => {
     const read = await store.readDecisionRecords(10);
     expect(read.map((decision) => decision.json)).toEqual(['{"n":3}', '{"n":1}']);
     expect(await store.readDecisionRecords(10, read[0]!.id)).toEqual([read[1]]);
+  });
+
+  it('a whole page of foreign entries does not end the walk: a preview reads the records older than them too', async () => {
+    const { url, keyPrefix, store } = await storeOnOwnPrefix('decisions-foreign-page');
+    const stream = keyLayout(keyPrefix).decisionStream;
+    await store.appendDecisionRecords(['{"n":1}', '{"n":2}'], 100);
+    const raw = rawClient(url);
+    for (let i = 0; i < 25; i++) await raw.xadd(stream, '*', 'other', String(i));
+    await store.appendDecisionRecords(['{"n":3}'], 100);
+    const pages: string[][] = [];
+    for await (const page of decisionPages(store, 100, 10)) pages.push(page.map((decision) => decision.json));
+    expect(pages).toEqual([['{"n":3}'], ['{"n":2}', '{"n":1}']]);
   });
 });

@@ -184,9 +184,20 @@ describe('a preview in a worker', () => {
   });
 
   it('a page source that never yields times out too', async () => {
-    const candidates = candidatePolicies({ previewTimeoutMs: 500 });
-    const stuck: AsyncIterable<readonly DecisionRecord[]> = { [Symbol.asyncIterator]: () => ({ next: () => new Promise<IteratorResult<readonly DecisionRecord[]>>(() => {}) }) };
+    // Long enough for the worker's process to start and load the candidate on a loaded machine, so
+    // that the wait for the source is what times out.
+    const candidates = candidatePolicies({ previewTimeoutMs: 4000 });
+    let asked = false;
+    const stuck: AsyncIterable<readonly DecisionRecord[]> = {
+      [Symbol.asyncIterator]: () => ({
+        next: () => {
+          asked = true;
+          return new Promise<IteratorResult<readonly DecisionRecord[]>>(() => {});
+        },
+      }),
+    };
     await expect(candidates.preview(artefact('deny'), stuck)).rejects.toBeInstanceOf(CandidateTimeoutError);
+    expect(asked).toBe(true);
   });
 });
 

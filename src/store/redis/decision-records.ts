@@ -85,19 +85,32 @@ export async function openDecisionStreamReader(address: DecisionStreamAddress): 
   };
 }
 
-/** Up to `count` records of the stream at `key`, newest first, each older than `beforeId` when given. */
+/**
+ * Reads of a page at most, past entries that are not records (written by hand, or by something
+ * else): a read that found only such entries says nothing about what is older, so the page reads on
+ * past them rather than come back empty, which its readers take for the end of the stream.
+ */
+const MAX_READS_PER_PAGE = 100;
+
+/** Up to `count` records of the stream at `key`, newest first, each older than `beforeId` when given; empty only when no older record was found. */
 async function readDecisionPage(connection: RedisConnection, key: string, count: number, beforeId?: string): Promise<StoredDecision[]> {
   const before = decisionReadBounds(count, beforeId);
   // Nothing is older than 0-0, and Redis refuses `(0-0` as an end (it has no predecessor).
   if (before !== null && before.ms === 0n && before.seq === 0n) return [];
-  const end = beforeId === undefined ? '+' : `(${beforeId}`;
-  const entries = (await connection.xrevrange(key, end, '-', 'COUNT', count)) as StreamEntry[];
-  const decisions: StoredDecision[] = [];
-  for (const [id, fields] of entries) {
-    const json = recordField(fields);
-    if (json !== null) decisions.push({ id, json });
+  let end = beforeId === undefined ? '+' : `(${beforeId}`;
+  // Bounded by MAX_READS_PER_PAGE reads of `count` entries each.
+  for (let read = 0; read < MAX_READS_PER_PAGE; read++) {
+    const entries = (await connection.xrevrange(key, end, '-', 'COUNT', count)) as StreamEntry[];
+    if (entries.length === 0) return [];
+    const decisions: StoredDecision[] = [];
+    for (const [id, fields] of entries) {
+      const json = recordField(fields);
+      if (json !== null) decisions.push({ id, json });
+    }
+    if (decisions.length > 0) return decisions;
+    end = `(${entries[entries.length - 1]![0]}`;
   }
-  return decisions;
+  return [];
 }
 
 /**

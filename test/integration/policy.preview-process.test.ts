@@ -7,7 +7,6 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -17,7 +16,6 @@ import { createLogger, silentLogger } from '../../src/logger.ts';
 import { Client, code, http } from '../support/client.ts';
 import { FIXTURES_DIR } from '../support/policies.ts';
 import { ADMIN_TOKEN, testServerForBlock } from '../support/server.ts';
-import { within } from '../support/within.ts';
 
 const ROOT = path.resolve(fileURLToPath(import.meta.url), '../../..');
 const artefact = (name: string) => readFileSync(path.join(FIXTURES_DIR, `${name}.wasm`));
@@ -64,17 +62,7 @@ function candidateProcesses(parent: number): number[] {
 const alive = (pid: number) => statFields(`/proc/${pid}/stat`)?.[0] !== undefined && statFields(`/proc/${pid}/stat`)?.[0] !== 'Z';
 
 /** Waits, polling and bounded, until `condition` holds. */
-async function until(what: string, condition: () => boolean): Promise<void> {
-  let stopped = false;
-  const poll = async () => {
-    while (!stopped && !condition()) await delay(20);
-  };
-  try {
-    await within(10_000, what, poll());
-  } finally {
-    stopped = true;
-  }
-}
+const until = (what: string, condition: () => boolean, timeoutMs = 10_000) => expect.poll(condition, { message: what, timeout: timeoutMs, interval: 20 }).toBe(true);
 
 async function* onePage(records: readonly DecisionRecord[]): AsyncGenerator<readonly DecisionRecord[]> {
   yield records;
@@ -183,12 +171,13 @@ describe('a preview in a process of its own', () => {
     starter.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
     });
-    await until('the worker spinning', () => output.endsWith('\n'));
+    // A whole preview, then the spin's 0.3 s of CPU or 5 s: on a loaded machine, at nice 19, that can take a while.
+    await until('the worker spinning', () => output.endsWith('\n'), 25_000);
     const worker = Number(output.trim());
     expect(alive(worker)).toBe(true);
     starter.kill('SIGKILL');
     await until('the spinning worker gone', () => !alive(worker));
-  });
+  }, 40_000);
 });
 
 describe('a preview on the Redis store', () => {

@@ -165,7 +165,7 @@ export class CandidateRunner {
   #timedOut(id: number, worker: WorkerHandle, message: string): void {
     const pending = this.#settle(id, worker);
     if (pending === null) return;
-    // Detached first, so the next request starts a fresh thread and a late answer is ignored.
+    // Detached first, so the next request starts a fresh worker and a late answer is ignored.
     if (this.#worker === worker) this.#worker = null;
     void worker.stop();
     pending.reject(new CandidateTimeoutError(message));

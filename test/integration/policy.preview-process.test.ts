@@ -190,13 +190,16 @@ describe('a preview on the Redis store', () => {
     const agent = await c.activeAgent(['echo']);
     for (let i = 0; i < 3; i++) expect((await c.execute(agent, 'echo', {})).status).toBe(200);
     const store = server.store;
+    await server.app.deps.decisions.flush();
+    const stored = await store.readDecisionRecords(1000);
     const read = store.readDecisionRecords.bind(store);
     store.readDecisionRecords = () => Promise.reject(new Error('the server read the recorded decisions itself'));
     try {
       const res = await preview();
       expect(res.status).toBe(200);
-      // The three executes, and the grants decisions of the registration.
-      expect(res.json).toMatchObject({ allow_to_deny: 3, errors: { count: 0 } });
+      // Every stored record (the registration's grants decisions and the three executes) was read
+      // and evaluated in the preview's process; the three executes are what the candidate refuses.
+      expect(res.json).toMatchObject({ evaluated: stored.length, allow_to_deny: 3, errors: { count: 0 } });
     } finally {
       store.readDecisionRecords = read;
     }

@@ -4,7 +4,8 @@
 // counting proxy (test/support/redis-proxy.ts), and a batch of 10 must send one execute script
 // (naming every capability the items name, and spending 10 points of the agent's and host's
 // budgets, which are among its keys), plus one command per item whose capability has a budget of
-// its own, all in one pipeline, and nothing else. Redis standalone. The audit trail is off here, so the counts are
+// its own, sent beside the script (on the command connection, while the script goes on its own),
+// and nothing else. Redis standalone. The audit trail is off here, so the counts are
 // the hot path's own (execute.audit-round-trips.test.ts measures them with it on).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '../support/client.ts';
@@ -84,18 +85,23 @@ describe('Redis round trips of POST /capability/batch-execute', () => {
     const agent = await c.activeAgent([CONSTRAINED, 'echo']);
     expect((await c.batchExecute(agent, TEN_ITEMS)).status).toBe(200);
     server.app.deps.keys.invalidate(agent.id);
-    const { res, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, TEN_ITEMS));
+    const { res, waits, commands } = await measureWire(proxy, () => c.batchExecute(agent, TEN_ITEMS));
     expect(res.status, res.text).toBe(200);
-    expect(roundTrips).toEqual([2]);
+    // The read on the command connection, then the script on its own: the second sent once the first was answered.
+    expect(waits).toBe(2);
+    expect(commands.map((command) => command.name)).toEqual(['EVALSHA', 'EVALSHA']);
   });
 
-  it("items of a capability with a budget of its own spend it in the same round trip: one command per item, one pipeline", async () => {
+  it("items of a capability with a budget of its own spend it in the same round trip: one command per item, sent beside the script", async () => {
     const agent = await c.activeAgent(['metered']);
     const items = Array.from({ length: 10 }, (_, i) => ({ id: `m${i}`, capability: 'metered' }));
     expect((await c.batchExecute(agent, items)).status).toBe(200);
-    const { res, commands, roundTrips } = await measureWire(proxy, () => c.batchExecute(agent, items));
+    const { res, commands, roundTrips, waits } = await measureWire(proxy, () => c.batchExecute(agent, items));
     expect(res.status, res.text).toBe(200);
-    expect(roundTrips).toEqual([1]);
+    // The budgets go in one pipeline on the command connection, the script on its own
+    // (store/redis/script-connection.ts): one round trip on each, both sent before either was answered.
+    expect(roundTrips).toEqual([1, 1]);
+    expect(waits).toBe(1);
     expect(commands).toHaveLength(11);
     expect(commands.every((command) => command.name === 'EVALSHA')).toBe(true);
     expect(commands.filter((command) => command.key?.includes('rl:cap:metered'))).toHaveLength(10);

@@ -3,7 +3,8 @@
 // (test/support/redis-proxy.ts) that records every command and every round trip, and each allowed
 // execute must send the execute script, with the agent's and the host's budgets among its keys
 // (they are counters the script spends), and nothing else. A capability with a budget of its own
-// in the catalog costs one command more, pipelined with it. Redis standalone; on a Redis Cluster
+// in the catalog costs one command more, sent beside it (on the command connection, while the
+// script goes on a connection of its own: store/redis/script-connection.ts). Redis standalone; on a Redis Cluster
 // the host's budget lives in another slot, so its counter goes to its node in parallel with the
 // script (store.redis-cluster.test.ts). The audit trail is off here, so the counts are the hot
 // path's own; execute.audit-round-trips.test.ts proves that with it on, its appends ride in the
@@ -64,9 +65,12 @@ describe('Redis round trips of POST /capability/execute', () => {
     const agent = await c.activeAgent([CONSTRAINED]);
     expect((await c.execute(agent, 'transfer_money', ALLOWED)).status).toBe(200);
     server.app.deps.keys.invalidate(agent.id);
-    const { res, roundTrips } = await measureWire(proxy, () => c.execute(agent, 'transfer_money', ALLOWED));
+    const { res, waits, commands } = await measureWire(proxy, () => c.execute(agent, 'transfer_money', ALLOWED));
     expect(res.status, res.text).toBe(200);
-    expect(roundTrips).toEqual([2]);
+    // The read goes on the command connection and the script on its own (script-connection.ts):
+    // two round trips, the second sent once the first was answered.
+    expect(waits).toBe(2);
+    expect(commands.map((command) => command.name)).toEqual(['EVALSHA', 'EVALSHA']);
   });
 });
 
@@ -84,12 +88,15 @@ describe('a capability with a budget of its own (catalog rateLimit)', () => {
   });
   afterAll(() => metered?.close());
 
-  it('spends that budget in the same round trip: one command more, pipelined with the script', async () => {
+  it('spends that budget in the same round trip: one command more, sent beside the script', async () => {
     const agent = await client.activeAgent(['metered']);
     expect((await client.execute(agent, 'metered', {})).status).toBe(200);
-    const { res, commands, roundTrips } = await measureWire(proxy, () => client.execute(agent, 'metered', {}));
+    const { res, commands, roundTrips, waits } = await measureWire(proxy, () => client.execute(agent, 'metered', {}));
     expect(res.status, res.text).toBe(200);
-    expect(roundTrips).toEqual([1]);
+    // The budget goes on the command connection, the script on its own: one round trip on each,
+    // both sent before either was answered.
+    expect(roundTrips).toEqual([1, 1]);
+    expect(waits).toBe(1);
     expect(commands.map((command) => command.name)).toEqual(['EVALSHA', 'EVALSHA']);
     expect(commands.filter((command) => command.key?.includes('rl:cap:metered'))).toHaveLength(1);
   });

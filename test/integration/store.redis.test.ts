@@ -151,7 +151,7 @@ describe('redis store: a dead or hung Redis makes calls reject quickly, never ha
 // ---- the hot path's one round trip ---------------------------------------------------------------
 
 describe('redis store: executeRoundTrip is one command on the wire', () => {
-  it('sends exactly one command: EVAL the first time on a connection, then EVALSHA', async () => {
+  it('sends exactly one command, EVALSHA, and EVAL once more when Redis does not have the script yet', async () => {
     const server = await throwaway();
     const store = await storeOn(server.url);
     const snapshot = agentSnapshot('hst_1');
@@ -182,9 +182,11 @@ describe('redis store: executeRoundTrip is one command on the wire', () => {
       // Commands run inside the script show up with source "lua"; only client commands count.
       return seen.slice(start + 1, end).filter((event) => event.source !== 'lua').map((event) => event.args[0]?.toLowerCase());
     };
-    expect(await commandsOf('cold')).toEqual(['eval']);
+    expect(await commandsOf('cold')).toEqual(['evalsha', 'eval']);
     expect(await commandsOf('warm')).toEqual(['evalsha']);
-    expect(await commandsOf('again')).toEqual(['evalsha']);
+    await markers.script('FLUSH');
+    expect(await commandsOf('flushed')).toEqual(['evalsha', 'eval']);
+    expect(await commandsOf('reloaded')).toEqual(['evalsha']);
   });
 });
 

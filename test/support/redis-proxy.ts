@@ -24,6 +24,12 @@ export interface RedisProxy {
   commands: ProxiedCommand[];
   /** Round trips per connection so far. */
   roundTrips(): Map<number, number>;
+  /**
+   * Round trips the clients made one after another, over all connections: one starts when a client
+   * sends while no connection waits for Redis. Commands on two connections sent before either is
+   * answered share one; a command sent after waiting for another connection's answer starts the next.
+   */
+  waits(): number;
   /** Forgets what was recorded so far (connections stay open). */
   reset(): void;
   close(): Promise<void>;
@@ -38,12 +44,12 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
  * What one call sent to Redis through `proxy`: its commands, and the round trips per connection.
  * Whatever earlier calls sent after their responses is let through and forgotten first.
  */
-export async function measureWire<T>(proxy: RedisProxy, call: () => Promise<T>): Promise<{ res: T; commands: ProxiedCommand[]; roundTrips: number[] }> {
+export async function measureWire<T>(proxy: RedisProxy, call: () => Promise<T>): Promise<{ res: T; commands: ProxiedCommand[]; roundTrips: number[]; waits: number }> {
   await settle();
   proxy.reset();
   const res = await call();
   await settle();
-  return { res, commands: [...proxy.commands], roundTrips: [...proxy.roundTrips().values()] };
+  return { res, commands: [...proxy.commands], roundTrips: [...proxy.roundTrips().values()], waits: proxy.waits() };
 }
 
 export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> {
@@ -52,6 +58,9 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
   const roundTripCounts = new Map<number, number>();
   const sockets = new Set<Socket>();
   let connections = 0;
+  /** Connections that sent and have not yet been answered. */
+  const waiting = new Set<number>();
+  let waits = 0;
 
   const server: Server = createServer((client) => {
     const connection = ++connections;
@@ -63,6 +72,8 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
     client.on('data', (chunk: Buffer) => {
       if (awaitingClient) roundTripCounts.set(connection, (roundTripCounts.get(connection) ?? 0) + 1);
       awaitingClient = false;
+      if (waiting.size === 0) waits += 1;
+      waiting.add(connection);
       const roundTrip = roundTripCounts.get(connection)!;
       for (const { parts: [name, ...args] } of parser.push(chunk)) {
         const upper = name!.toUpperCase();
@@ -72,9 +83,11 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
     });
     redis.on('data', (chunk: Buffer) => {
       awaitingClient = true;
+      waiting.delete(connection);
       client.write(chunk);
     });
     const end = () => {
+      waiting.delete(connection);
       client.destroy();
       redis.destroy();
       sockets.delete(client);
@@ -89,9 +102,11 @@ export async function startRedisProxy(upstreamUrl: string): Promise<RedisProxy> 
     url: `redis://127.0.0.1:${port}`,
     commands,
     roundTrips: () => new Map(roundTripCounts),
+    waits: () => waits,
     reset() {
       commands.length = 0;
       roundTripCounts.clear();
+      waits = 0;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

@@ -209,7 +209,9 @@ export class RedisAgentRecords extends RedisRole implements AgentRecords {
     for (const event of events) args.push(JSON.stringify(event));
     for (const record of records) args.push(record);
     for (const capability of capabilities) args.push(capability);
-    const reply = (await this.redis.scripts.agentgateExecute(args)) as [string, unknown, unknown, unknown?, unknown?, unknown?, unknown?];
+    // The script's own connection when it is up (script-connection.ts says why), else the shared one.
+    const executeConnection = this.redis.executeConnection;
+    const reply = (await (executeConnection?.ready ? executeConnection.run(args) : this.redis.scripts.agentgateExecute(args))) as [string, unknown, unknown, unknown?, unknown?, unknown?, unknown?];
     const outcome = reply[0];
     // Not awaited: on a Cluster the execute does not wait for the streams' nodes (store.ts says why).
     const auditWritten = appendedApart ?? decodeFlags(reply[1]);

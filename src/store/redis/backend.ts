@@ -70,6 +70,11 @@ export class RedisBackend implements StoreBackend {
 
   async close(): Promise<void> {
     const ms = this.#options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-    await Promise.all([closeConnection(this.#redis.connection, ms), closeConnection(this.#durability.connection, ms), this.#invalidations.close(ms)]);
+    await Promise.all([
+      closeConnection(this.#redis.connection, ms),
+      closeConnection(this.#durability.connection, ms),
+      this.#invalidations.close(ms),
+      this.#redis.executeConnection?.close(ms),
+    ]);
   }
 }

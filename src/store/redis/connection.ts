@@ -4,6 +4,7 @@
 // 503), so a dead Redis never makes a request hang.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { DeadlineError, within } from '../../common/deadline.ts';
+import { ScriptConnectionError } from './script-connection.ts';
 
 export interface ClusterNodeAddress {
   host: string;
@@ -55,11 +56,11 @@ export type RedisStoreOptions = CommonOptions &
 export type RedisConnection = Redis | Cluster;
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
-const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 export const DEFAULT_WAIT_TIMEOUT_MS = 500;
 
 /** Reconnect quickly at first, then every 2 s at most, forever: the service recovers on its own. */
-function reconnectDelayMs(attempt: number): number {
+export function reconnectDelayMs(attempt: number): number {
   return Math.min(attempt * 100, 2000);
 }
 
@@ -347,7 +348,7 @@ const UNAVAILABLE_MESSAGE = new RegExp(
  * was refused while disconnected, or a cluster is reconfiguring or still loading its data.
  */
 export function isRedisUnavailable(error: unknown): boolean {
-  if (error instanceof DeadlineError) return true;
+  if (error instanceof DeadlineError || error instanceof ScriptConnectionError) return true;
   if (!(error instanceof Error)) return false;
   if (error.name === 'MaxRetriesPerRequestError' || error.name === 'ClusterAllFailedError') return true;
   const code = (error as NodeJS.ErrnoException).code;

@@ -5,6 +5,7 @@
 import { Cluster } from 'ioredis';
 import type { RedisConnection } from './connection.ts';
 import type { KeyLayout } from './keys.ts';
+import type { ScriptConnection } from './script-connection.ts';
 import type { ScriptName } from './scripts.ts';
 
 /**
@@ -21,10 +22,15 @@ export interface RedisParts {
   /** The same connection, seen through the scripts createRedisStore defined on it. */
   scripts: ScriptCommands;
   keys: KeyLayout;
+  /**
+   * The execute script's own connection (script-connection.ts), on a single Redis given by a plain
+   * URL; null elsewhere. Only executeRoundTrip uses it, and only while it is ready.
+   */
+  executeConnection: ScriptConnection | null;
 }
 
-export function redisParts(connection: RedisConnection, keys: KeyLayout): RedisParts {
-  return { connection, cluster: connection instanceof Cluster, scripts: connection as unknown as ScriptCommands, keys };
+export function redisParts(connection: RedisConnection, keys: KeyLayout, executeConnection: ScriptConnection | null): RedisParts {
+  return { connection, cluster: connection instanceof Cluster, scripts: connection as unknown as ScriptCommands, keys, executeConnection };
 }
 
 /**

@@ -21,7 +21,10 @@ import { RedisAgentRecords } from './agent-records.ts';
 import { RedisAuditRecords } from './audit-records.ts';
 import { RedisBackend } from './backend.ts';
 import { RedisDecisionRecords } from './decision-records.ts';
-import { connectAndCheck, DEFAULT_WAIT_TIMEOUT_MS, describeTarget, openConnection, type RedisConnection, type RedisStoreOptions } from './connection.ts';
+import {
+  connectAndCheck, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, describeTarget, openConnection, reconnectDelayMs,
+  type RedisConnection, type RedisStoreOptions,
+} from './connection.ts';
 import { ReplicaWait } from './durability.ts';
 import { RedisHostEnrollments } from './host-enrollments.ts';
 import { RedisHostRecords } from './host-records.ts';
@@ -30,6 +33,7 @@ import { redisParts } from './parts.ts';
 import { RedisPendingIndex } from './pending-index.ts';
 import { RedisPersonRecords } from './person-records.ts';
 import { RedisReplayRecords } from './replay-records.ts';
+import { ScriptConnection, scriptConnectionAddress } from './script-connection.ts';
 import { SCRIPTS } from './scripts.ts';
 
 export type { RedisStoreOptions } from './connection.ts';
@@ -54,12 +58,29 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
       onRoundError: options.onConnectionError,
     });
     await replicaWait.start();
-    return new RedisStore(connection, keys, options, { connection: durabilityConnection, wait: replicaWait });
+    const executeConnection = openExecuteConnection(options);
+    // Not a condition of starting: until it connects, execute's script goes on the command connection.
+    await executeConnection?.firstAttempt();
+    return new RedisStore(connection, keys, options, { connection: durabilityConnection, wait: replicaWait }, executeConnection);
   } catch (error) {
     connection.disconnect();
     durabilityConnection.disconnect();
     throw error;
   }
+}
+
+/** The execute script's own connection (script-connection.ts), for a single Redis given by a plain URL. */
+function openExecuteConnection(options: RedisStoreOptions): ScriptConnection | null {
+  if (options.url === undefined) return null;
+  const address = scriptConnectionAddress(options.url, options.tls);
+  if (address === null) return null;
+  return new ScriptConnection(address, {
+    script: SCRIPTS.agentgateExecute,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    reconnectDelayMs,
+    onConnectionError: options.onConnectionError,
+  });
 }
 
 /** Every member of Store, put on each instance by composeStore (compose.ts) in the constructor. */
@@ -77,8 +98,14 @@ export class RedisStore {
   readonly target: string;
 
   /** Use createRedisStore, which connects and checks the server first. */
-  constructor(connection: RedisConnection, keys: KeyLayout, options: RedisStoreOptions, durability: { connection: RedisConnection; wait: ReplicaWait }) {
-    const parts = redisParts(connection, keys);
+  constructor(
+    connection: RedisConnection,
+    keys: KeyLayout,
+    options: RedisStoreOptions,
+    durability: { connection: RedisConnection; wait: ReplicaWait },
+    executeConnection: ScriptConnection | null = null,
+  ) {
+    const parts = redisParts(connection, keys, executeConnection);
     this.target = describeTarget(options);
     this.#connection = connection;
     this.#backend = new RedisBackend(parts, options, durability);

@@ -17,7 +17,7 @@ import { ScriptConnection, ScriptConnectionError, scriptConnectionAddress } from
 import { SCRIPTS } from '../../src/store/redis/scripts.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import { activeAgentSnapshot } from '../support/agent-snapshot.ts';
-import { startFaultProxy, type FaultProxy } from '../support/redis-faults.ts';
+import { runsScript, startFaultProxy, type FaultProxy } from '../support/redis-faults.ts';
 import { deletePrefix, redisUrlForTests, startThrowawayRedis, uniquePrefix } from '../support/redis.ts';
 
 /** Echoes its key and argument back with a count, so every reply says which call it answers. */
@@ -32,7 +32,7 @@ const prefix = uniquePrefix('script-connection');
 const opened: Array<{ close(): unknown }> = [];
 
 function open(target: string, options: { script?: { lua: string; numberOfKeys: number }; commandTimeoutMs?: number; errors?: Error[] } = {}): ScriptConnection {
-  const address = scriptConnectionAddress(target, undefined);
+  const address = scriptConnectionAddress(new Redis(target, { lazyConnect: true }).options);
   if (address === null) throw new Error(`no address in ${target}`);
   const connection = new ScriptConnection(address, {
     script: options.script ?? ECHO,
@@ -137,7 +137,7 @@ describe('the execute script connection under faults fails closed', () => {
     await proxy?.close();
   });
 
-  it('a Redis that stops answering: the call fails as a timeout, the connection is replaced, and the late reply is never taken for a later call\'s', async () => {
+  it('a Redis that stops answering: the call fails as a timeout, and the connection is replaced', async () => {
     const connection = await openReady(proxy.url, { commandTimeoutMs: 300 });
     const key = `${prefix}frozen-${randomUUID()}`;
     expect(((await connection.run([key, 'before'])) as unknown[]).slice(0, 3)).toEqual([key, 'before', 1]);
@@ -152,9 +152,27 @@ describe('the execute script connection under faults fails closed', () => {
     expect(after[1]).toBe('after');
   });
 
+  it('an answer that comes late is never taken for a later call\'s: every call behind the late one fails with it', async () => {
+    // A script that keeps Redis busy past the command timeout: its answer does come, late, on the same socket.
+    const slow = { numberOfKeys: 1, lua: "local t0 = redis.call('TIME') repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[2]) return ARGV[1]" };
+    const connection = await openReady(url, { script: slow, commandTimeoutMs: 200 });
+    const key = `${prefix}late-${randomUUID()}`;
+    expect(await connection.run([key, 'warm', '0'])).toBe('warm');
+    const late = connection.run([key, 'late', '600000']);
+    const behind = connection.run([key, 'behind', '0']);
+    const [lateOutcome, behindOutcome] = await Promise.allSettled([late, behind]);
+    expect(lateOutcome.status).toBe('rejected');
+    expect(behindOutcome).toMatchObject({ status: 'rejected', reason: expect.any(ScriptConnectionError) });
+    // Once Redis is free the connection is back, and each call gets its own answer.
+    await expect.poll(() => connection.ready, { timeout: 5000 }).toBe(true);
+    expect(await connection.run([key, 'after', '0'])).toBe('after');
+  });
+
   it('a connection cut after the script ran: the call fails as unavailable and is not sent again', async () => {
     const connection = await openReady(proxy.url);
     const key = `${prefix}cut-${randomUUID()}`;
+    // Loads the script, so the call below runs at its first send (no NOSCRIPT round first).
+    await connection.run([`${key}-load`, 'load']);
     proxy.record();
     const fired = proxy.arm('cut-after', (command) => command.name === 'EVALSHA' || command.name === 'EVAL');
     const cut = await connection.run([key, 'once']).then(() => null, (err: unknown) => err);
@@ -182,7 +200,17 @@ describe('the execute script connection under faults fails closed', () => {
 });
 
 describe('the store and its execute script connection', () => {
-  it('a single Redis by URL gets one and answers execute through it; the store still answers while it is down', async () => {
+  it('createRedisStore opens one for a single Redis by a plain URL, ready once the store is', async () => {
+    const store = await createRedisStore({ url, keyPrefix: prefix });
+    try {
+      expect(store.executeConnectionReady).toBe(true);
+    } finally {
+      await store.close();
+    }
+    expect(store.executeConnectionReady).toBe(false);
+  });
+
+  it('executeRoundTrip goes on it when it is ready, and on the command connection while it is down, with the same answer', async () => {
     const keys = keyLayout(prefix);
     const ioredis = new Redis(url);
     for (const [name, script] of Object.entries(SCRIPTS)) ioredis.defineCommand(name, script);
@@ -204,10 +232,11 @@ describe('the store and its execute script connection', () => {
     expect(calls).toEqual(['own']);
   });
 
-  it('a URL with options, which only ioredis reads, gets none: execute is served on the command connection', async () => {
-    expect(scriptConnectionAddress(`${url}?family=4`, undefined)).toBeNull();
-    const store = await createRedisStore({ url: `${url}?family=4`, keyPrefix: prefix });
+  it('a URL with options ioredis reads (family, db) gets one at the same address and database', async () => {
+    const store = await createRedisStore({ url: `${url}?family=4&db=5`, keyPrefix: prefix });
     try {
+      expect(store.executeConnectionReady).toBe(true);
+      // The agent is written on the command connection; the script finds it only in the same database.
       const snapshot = activeAgentSnapshot('hst_2');
       await store.createAgent(snapshot);
       const result = await store.executeRoundTrip({ agentId: snapshot.agent.id, keyVersion: 1, jti: randomUUID(), jtiTtlMs: 60_000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 60_000 });
@@ -215,5 +244,26 @@ describe('the store and its execute script connection', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('a script call cut after Redis ran it is 503 for the caller and is not sent again on the command connection', async () => {
+    const proxy = await startFaultProxy(url);
+    opened.push({ close: () => proxy.close() });
+    const store = await createRedisStore({ url: proxy.url, keyPrefix: prefix });
+    opened.push({ close: () => store.close() });
+    expect(store.executeConnectionReady).toBe(true);
+    const snapshot = activeAgentSnapshot('hst_3');
+    await store.createAgent(snapshot);
+    const request = () => ({ agentId: snapshot.agent.id, keyVersion: 1, jti: randomUUID(), jtiTtlMs: 60_000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 60_000 });
+    expect((await store.executeRoundTrip(request())).kind).toBe('ok');
+    proxy.record();
+    const fired = proxy.arm('cut-after', runsScript('agentgateExecute'));
+    const failed = await store.executeRoundTrip(request()).then(() => null, (err: unknown) => err);
+    await fired;
+    expect(isRedisUnavailable(failed)).toBe(true);
+    proxy.restore();
+    await expect.poll(() => store.executeConnectionReady, { timeout: 5000 }).toBe(true);
+    expect((await store.executeRoundTrip(request())).kind).toBe('ok');
+    expect(proxy.commands.filter(runsScript('agentgateExecute'))).toHaveLength(2);
   });
 });

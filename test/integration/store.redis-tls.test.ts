@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { redisStoreOptions } from '../../src/store/redis/from-config.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
+import { activeAgentSnapshot } from '../support/agent-snapshot.ts';
 import { makeTestCertificates } from '../support/certificates.ts';
 import { freePort, killAndWait, killOnExit, spawnServer, waitFor } from '../support/redis.ts';
 
@@ -59,6 +60,13 @@ describe('Redis over TLS with an ACL user (REDIS_URL rediss://, REDIS_TLS_CA_FIL
       expect(store.target).toBe(`Redis rediss://agentgate:***@localhost:${port}`);
       expect(await store.recordAgentJti('agt_tls', 'jti-1', 60_000)).toBe(true);
       expect(await store.recordAgentJti('agt_tls', 'jti-1', 60_000)).toBe(false);
+      // Execute's script goes over TLS too, as the same user, on its connection of its own.
+      expect(store.executeConnectionReady).toBe(true);
+      const snapshot = activeAgentSnapshot('hst_tls');
+      await store.createAgent(snapshot);
+      const request = { agentId: snapshot.agent.id, keyVersion: 1, jti: 'jti-2', jtiTtlMs: 60_000, capabilities: ['echo'], nowMs: Date.now(), sessionTtlMs: 60_000 };
+      expect((await store.executeRoundTrip(request)).kind).toBe('ok');
+      expect((await store.executeRoundTrip(request)).kind).toBe('replay');
     } finally {
       await store.close();
     }

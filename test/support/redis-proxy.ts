@@ -28,6 +28,8 @@ export interface RedisProxy {
    * Round trips the clients made one after another, over all connections: one starts when a client
    * sends while no connection waits for Redis. Commands on two connections sent before either is
    * answered share one; a command sent after waiting for another connection's answer starts the next.
+   * Exact for the two connections a request uses (the command connection and execute's own); with
+   * more, a connection that sends again while another still waits is not counted.
    */
   waits(): number;
   /** Forgets what was recorded so far (connections stay open). */

@@ -2,6 +2,7 @@
 // reply comes out whole and in order however TCP cuts it, and bytes that are not a reply Redis
 // could send for agentgate are refused before anything is allocated for them.
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { encodeCommand, RedisReplyError, RespProtocolError, RespReplyReader, type RespValue } from '../../src/store/redis/resp-replies.ts';
 import { scriptConnectionAddress } from '../../src/store/redis/script-connection.ts';
@@ -79,7 +80,13 @@ describe('RespReplyReader', () => {
     ['an array longer than any reply of agentgate', `*${2 ** 21}\r\n`],
     ['a bulk string larger than 64 MiB', `$${64 * 1024 * 1024 + 1}\r\n`],
     ['a length that is not a number', '$abc\r\n'],
+    ['a length in hexadecimal', '$0x3\r\nabc\r\n'],
+    ['a length in exponent form', '$1e1\r\n'],
+    ['a length with a plus sign', '$+3\r\nabc\r\n'],
+    ['a length with a space', '$ 3\r\nabc\r\n'],
     ['an empty integer', ':\r\n'],
+    ['a bulk string not ended by CRLF', '$3\r\nabcXY'],
+    ['a simple string ended by CR alone', '+OK\rX'],
     ['a line ended by CR alone', ':12\rX'],
     ['arrays nested nine deep', `${'*1\r\n'.repeat(9)}:1\r\n`],
   ])('refuses %s as a protocol error', (_what, bytes) => {
@@ -100,27 +107,27 @@ describe('encodeCommand', () => {
 });
 
 describe('scriptConnectionAddress', () => {
-  it('reads host, port, credentials and database from a plain URL', () => {
-    expect(scriptConnectionAddress('redis://agentgate:p%40ss@redis.internal:6390/3', undefined)).toEqual({
-      host: 'redis.internal', port: 6390, username: 'agentgate', password: 'p@ss', db: 3, tls: undefined,
+  /** The options ioredis parses from a URL for the command connection, as the store hands them over. */
+  const parsedBy = (url: string) => new Redis(url, { lazyConnect: true }).options;
+
+  it('takes host, port, credentials and database from what ioredis parsed, so both connections agree', () => {
+    expect(scriptConnectionAddress(parsedBy('redis://agentgate:p%40ss@redis.internal:6390/3'))).toEqual({
+      host: 'redis.internal', port: 6390, family: 0, username: 'agentgate', password: 'p@ss', db: 3, tls: null,
     });
-    expect(scriptConnectionAddress('redis://:secret@127.0.0.1', undefined)).toEqual({
-      host: '127.0.0.1', port: 6379, username: undefined, password: 'secret', db: 0, tls: undefined,
-    });
-    expect(scriptConnectionAddress('redis://[::1]:7000/', undefined)).toMatchObject({ host: '::1', port: 7000, db: 0 });
+    // URLs two parsers could read differently: whatever ioredis decided is what this connection uses.
+    for (const url of ['redis://127.0.0.1/0x1', 'redis://127.0.0.1/1e1', 'redis://u%3Ax:pw@127.0.0.1', 'redis://127.0.0.1:6379?family=6&db=2']) {
+      const parsed = parsedBy(url);
+      expect(scriptConnectionAddress(parsed)).toMatchObject({ host: parsed.host, port: parsed.port, family: parsed.family, username: parsed.username, password: parsed.password, db: parsed.db });
+    }
   });
 
-  it('uses TLS for rediss:// and whenever a CA is configured', () => {
-    expect(scriptConnectionAddress('rediss://redis.internal', undefined)?.tls).toEqual({ ca: undefined });
-    expect(scriptConnectionAddress('redis://redis.internal', { ca: 'PEM' })?.tls).toEqual({ ca: 'PEM' });
+  it('uses TLS exactly when the command connection does, with the same options', () => {
+    expect(scriptConnectionAddress(parsedBy('rediss://redis.internal'))?.tls).toEqual(parsedBy('rediss://redis.internal').tls);
+    expect(scriptConnectionAddress(new Redis('redis://redis.internal', { lazyConnect: true, tls: { ca: 'PEM' } }).options)?.tls).toEqual({ ca: 'PEM' });
+    expect(scriptConnectionAddress(parsedBy('redis://redis.internal'))?.tls).toBeNull();
   });
 
-  it.each([
-    ['query options, which ioredis reads and this connection would not', 'redis://127.0.0.1:6379?family=6'],
-    ['another scheme', 'unix:///var/run/redis.sock'],
-    ['a database that is not a number', 'redis://127.0.0.1/x'],
-    ['a URL that does not parse', 'not a url'],
-  ])('leaves %s to ioredis (no connection of its own)', (_what, url) => {
-    expect(scriptConnectionAddress(url, undefined)).toBeNull();
+  it('leaves a Unix socket to ioredis (no connection of its own)', () => {
+    expect(scriptConnectionAddress(new Redis({ path: '/var/run/redis.sock', lazyConnect: true }).options)).toBeNull();
   });
 });

@@ -15,6 +15,7 @@
 //   audit      RedisAuditRecords    (audit-records.ts)
 //   decisions  RedisDecisionRecords (decision-records.ts)
 //   backend    RedisBackend         (backend.ts; also the durability connection and the subscriber)
+import { Redis } from 'ioredis';
 import { composeStore } from '../compose.ts';
 import type { Store } from '../store.ts';
 import { RedisAgentRecords } from './agent-records.ts';
@@ -23,7 +24,7 @@ import { RedisBackend } from './backend.ts';
 import { RedisDecisionRecords } from './decision-records.ts';
 import {
   connectAndCheck, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, describeTarget, openConnection, reconnectDelayMs,
-  type RedisConnection, type RedisStoreOptions,
+  RedisConnectionError, type RedisConnection, type RedisStoreOptions,
 } from './connection.ts';
 import { ReplicaWait } from './durability.ts';
 import { RedisHostEnrollments } from './host-enrollments.ts';
@@ -49,6 +50,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
   await connectAndCheck(connection, options);
   // Withdrawals wait for replicas on a connection of their own (durability.ts says why).
   const durabilityConnection = openConnection(options, 'durability');
+  let executeConnection: ScriptConnection | null = null;
   try {
     await connectAndCheck(durabilityConnection, options);
     const replicaWait = new ReplicaWait(durabilityConnection, {
@@ -58,28 +60,34 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
       onRoundError: options.onConnectionError,
     });
     await replicaWait.start();
-    const executeConnection = openExecuteConnection(options);
+    executeConnection = openExecuteConnection(options, connection);
     // Not a condition of starting: until it connects, execute's script goes on the command connection.
     await executeConnection?.firstAttempt();
     return new RedisStore(connection, keys, options, { connection: durabilityConnection, wait: replicaWait }, executeConnection);
   } catch (error) {
     connection.disconnect();
     durabilityConnection.disconnect();
+    void executeConnection?.close(0);
     throw error;
   }
 }
 
-/** The execute script's own connection (script-connection.ts), for a single Redis given by a plain URL. */
-function openExecuteConnection(options: RedisStoreOptions): ScriptConnection | null {
-  if (options.url === undefined) return null;
-  const address = scriptConnectionAddress(options.url, options.tls);
+/**
+ * The execute script's own connection (script-connection.ts), for a single Redis given by a URL,
+ * at the address, user and database ioredis parsed from it for the command connection.
+ */
+function openExecuteConnection(options: RedisStoreOptions, connection: RedisConnection): ScriptConnection | null {
+  if (options.url === undefined || !(connection instanceof Redis)) return null;
+  const address = scriptConnectionAddress(connection.options);
   if (address === null) return null;
+  const target = describeTarget(options);
   return new ScriptConnection(address, {
     script: SCRIPTS.agentgateExecute,
     connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     commandTimeoutMs: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
     reconnectDelayMs,
-    onConnectionError: options.onConnectionError,
+    // Said apart from the command connection's errors: while this one is down, execute goes on that one.
+    onConnectionError: (error) => options.onConnectionError?.(new RedisConnectionError(`${target}, on execute's connection of its own (execute uses the command connection until it is back),`, error)),
   });
 }
 
@@ -93,6 +101,7 @@ export interface RedisStore extends Store {}
  */
 export class RedisStore {
   readonly #connection: RedisConnection;
+  readonly #executeConnection: ScriptConnection | null;
   readonly #backend: RedisBackend;
   /** Where the store connects, in words (no password). */
   readonly target: string;
@@ -108,6 +117,7 @@ export class RedisStore {
     const parts = redisParts(connection, keys, executeConnection);
     this.target = describeTarget(options);
     this.#connection = connection;
+    this.#executeConnection = executeConnection;
     this.#backend = new RedisBackend(parts, options, durability);
     // The agent records append, on a Redis Cluster, the events and decision records the hot path's
     // round trip carries through this trail and these records (each stream is in a slot of its own there).
@@ -133,6 +143,11 @@ export class RedisStore {
    */
   get connection(): RedisConnection {
     return this.#connection;
+  }
+
+  /** Whether execute's script has a connection of its own now; null where this topology has none (script-connection.ts). */
+  get executeConnectionReady(): boolean | null {
+    return this.#executeConnection === null ? null : this.#executeConnection.ready;
   }
 
   /** What withdrawals wait for, in words, for the start-up line. */

@@ -33,11 +33,16 @@ const MAX_ARRAY_LENGTH = 1 << 20;
 const MAX_BULK_BYTES = 64 * 1024 * 1024;
 
 const CR = 13;
+const LF = 10;
 const INCOMPLETE = Symbol('incomplete');
 type Parsed = RespValue | typeof INCOMPLETE;
 
 export class RespReplyReader {
-  #buffer: Buffer | null = null;
+  /** The start of a reply that has not fully arrived, as received. */
+  #chunks: Buffer[] = [];
+  #pendingBytes = 0;
+  /** How many pending bytes a bulk string being received needs, when known; else 0. */
+  #needBytes = 0;
   #offset = 0;
 
   /**
@@ -45,28 +50,38 @@ export class RespReplyReader {
    * RespProtocolError on bytes that are not RESP2; the connection is then unusable.
    */
   push(chunk: Buffer, onReply: (reply: RespValue) => void): void {
-    let buffer: Buffer;
-    if (this.#buffer === null) {
-      buffer = chunk;
-    } else {
-      buffer = Buffer.concat([this.#buffer, chunk]);
-      if (buffer.length > MAX_BULK_BYTES + 1024) throw new RespProtocolError(`a reply of more than ${MAX_BULK_BYTES} bytes`);
+    if (this.#chunks.length > 0) {
+      this.#chunks.push(chunk);
+      this.#pendingBytes += chunk.length;
+      if (this.#pendingBytes > MAX_BULK_BYTES + 1024) throw new RespProtocolError(`a reply of more than ${MAX_BULK_BYTES} bytes`);
+      // A bulk string whose length is known is read once all of it is here, not at every chunk.
+      if (this.#pendingBytes < this.#needBytes) return;
     }
+    const buffer = this.#chunks.length > 0 ? Buffer.concat(this.#chunks, this.#pendingBytes) : chunk;
     let start = 0;
     for (;;) {
       this.#offset = start;
+      this.#needBytes = 0;
       const reply = start < buffer.length ? this.#value(buffer, 0) : INCOMPLETE;
       if (reply === INCOMPLETE) break;
       start = this.#offset;
       onReply(reply);
     }
     // What is left is the start of a reply that has not fully arrived.
-    this.#buffer = start < buffer.length ? buffer.subarray(start) : null;
+    if (start < buffer.length) {
+      const rest = buffer.subarray(start);
+      this.#chunks = [rest];
+      this.#pendingBytes = rest.length;
+      this.#needBytes -= start;
+    } else {
+      this.#chunks = [];
+      this.#pendingBytes = 0;
+    }
   }
 
   /** Bytes received that are not yet a whole reply. */
   get pendingBytes(): number {
-    return this.#buffer?.length ?? 0;
+    return this.#pendingBytes;
   }
 
   /** The value at this.#offset, advancing past it; INCOMPLETE when it has not all arrived. */
@@ -78,9 +93,11 @@ export class RespReplyReader {
     const next = lineEnd + 2;
     switch (type) {
       case 0x2b: // '+' simple string
+        lineFeedAfter(buffer, lineEnd);
         this.#offset = next;
         return buffer.toString('utf8', lineStart, lineEnd);
       case 0x2d: // '-' error
+        lineFeedAfter(buffer, lineEnd);
         this.#offset = next;
         return new RedisReplyError(buffer.toString('utf8', lineStart, lineEnd));
       case 0x3a: // ':' integer
@@ -93,7 +110,11 @@ export class RespReplyReader {
           return null;
         }
         if (length < 0 || length > MAX_BULK_BYTES) throw new RespProtocolError(`a bulk string of length ${length}`);
-        if (next + length + 2 > buffer.length) return INCOMPLETE;
+        if (next + length + 2 > buffer.length) {
+          this.#needBytes = next + length + 2;
+          return INCOMPLETE;
+        }
+        if (buffer[next + length] !== CR || buffer[next + length + 1] !== LF) throw new RespProtocolError('a bulk string not ended by CRLF');
         this.#offset = next + length + 2;
         return buffer.toString('utf8', next, next + length);
       }
@@ -121,12 +142,16 @@ export class RespReplyReader {
   }
 }
 
-/** A RESP integer line (also the length of a bulk string or array); a malformed one is a protocol error. */
+function lineFeedAfter(buffer: Buffer, carriageReturn: number): void {
+  if (buffer[carriageReturn + 1] !== LF) throw new RespProtocolError('a line not ended by CRLF');
+}
+
+/** A RESP integer line (also the length of a bulk string or array): digits, perhaps after a minus. */
 function integer(buffer: Buffer, start: number, end: number): number {
-  if (buffer[end + 1] !== 0x0a) throw new RespProtocolError('a line not ended by CRLF');
+  lineFeedAfter(buffer, end);
   const text = buffer.toString('latin1', start, end);
   const value = Number(text);
-  if (text.length === 0 || text.length > 20 || !Number.isSafeInteger(value)) throw new RespProtocolError(`the integer ${JSON.stringify(text.slice(0, 24))}`);
+  if (!/^-?\d{1,16}$/.test(text) || !Number.isSafeInteger(value)) throw new RespProtocolError(`the integer ${JSON.stringify(text.slice(0, 24))}`);
   return value;
 }
 

@@ -18,43 +18,37 @@
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
+import type { RedisOptions } from 'ioredis';
 import { encodeCommand, RedisReplyError, RespReplyReader, type RespValue } from './resp-replies.ts';
 
 /** Where the hot path's connection goes, with what it needs to log in. */
 export interface ScriptConnectionAddress {
   host: string;
   port: number;
+  /** The address family to resolve the host in (4 or 6), when set. */
+  family?: number | undefined;
   username?: string | undefined;
   password?: string | undefined;
   db: number;
-  /** TLS, with the CA the server's certificate chains to (Node's own list when absent). */
-  tls?: { ca?: string | undefined } | undefined;
+  /** TLS options exactly as the command connection passes them to `tls.connect` (null: no TLS). */
+  tls: tls.ConnectionOptions | null;
 }
 
 /**
- * The address of a single Redis given as `redis://[user:password@]host[:port][/db]` (or rediss://),
- * or null when the URL says anything else (query options, another scheme): those stay with
- * ioredis, which reads them, rather than being half understood here.
+ * The address the command connection (ioredis) uses, read from the options ioredis parsed from the
+ * URL, so that the two connections reach the same server as the same user in the same database by
+ * construction; null for a Unix socket, which only ioredis is given.
  */
-export function scriptConnectionAddress(url: string, tlsOptions: { ca?: string | undefined } | undefined): ScriptConnectionAddress | null {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return null;
-  }
-  if ((parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') || parsed.search !== '' || parsed.hash !== '' || parsed.hostname === '') return null;
-  const db = parsed.pathname === '' || parsed.pathname === '/' ? 0 : Number(parsed.pathname.slice(1));
-  if (!Number.isSafeInteger(db) || db < 0) return null;
-  const port = parsed.port === '' ? 6379 : Number(parsed.port);
-  const useTls = parsed.protocol === 'rediss:' || tlsOptions !== undefined;
+export function scriptConnectionAddress(parsed: Pick<RedisOptions, 'host' | 'port' | 'family' | 'path' | 'username' | 'password' | 'db' | 'tls'>): ScriptConnectionAddress | null {
+  if (parsed.path || typeof parsed.host !== 'string' || typeof parsed.port !== 'number') return null;
   return {
-    host: parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname,
-    port,
-    username: parsed.username === '' ? undefined : decodeURIComponent(parsed.username),
-    password: parsed.password === '' ? undefined : decodeURIComponent(parsed.password),
-    db,
-    tls: useTls ? { ca: tlsOptions?.ca } : undefined,
+    host: parsed.host,
+    port: parsed.port,
+    family: parsed.family,
+    username: parsed.username,
+    password: parsed.password,
+    db: parsed.db ?? 0,
+    tls: parsed.tls ?? null,
   };
 }
 
@@ -107,10 +101,14 @@ export class ScriptConnection {
   #unsent: string[] = [];
   #flushScheduled = false;
   #watchdog: NodeJS.Timeout | null = null;
+  /** The watchdog found the oldest call late and looks once more after this turn's I/O. */
+  #rechecking = false;
   #reconnectTimer: NodeJS.Timeout | null = null;
   #attempt = 0;
   /** Set by close: no new calls, no reconnect. */
   #closing = false;
+  #closed: Promise<void> | null = null;
+  /** Set while close waits for the calls already sent: called once none is left, or the connection failed. */
   #onDrained: (() => void) | null = null;
   #firstAttempt: Promise<void>;
   #settleFirstAttempt: () => void = () => undefined;
@@ -150,10 +148,14 @@ export class ScriptConnection {
 
   /**
    * Stops taking calls, lets those already sent answer for at most `ms`, then ends the connection
-   * without reconnecting; a call still waiting then fails.
+   * without reconnecting; a call still waiting then fails. Calling it again waits for the same end.
    */
-  async close(ms: number): Promise<void> {
-    if (this.#closing) return;
+  close(ms: number): Promise<void> {
+    this.#closed ??= this.#close(ms);
+    return this.#closed;
+  }
+
+  async #close(ms: number): Promise<void> {
     this.#closing = true;
     if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = null;
@@ -166,6 +168,7 @@ export class ScriptConnection {
         };
       });
     }
+    this.#onDrained = null;
     this.#down(new ScriptConnectionError('Connection is closed: the store is closing'));
     this.#settleFirstAttempt();
   }
@@ -174,9 +177,10 @@ export class ScriptConnection {
     const { host, port } = this.#address;
     this.#state = 'connecting';
     this.#reader = new RespReplyReader();
-    const socket = this.#address.tls
-      ? tls.connect({ host, port, ...(net.isIP(host) === 0 ? { servername: host } : {}), ...(this.#address.tls.ca !== undefined ? { ca: this.#address.tls.ca } : {}) })
-      : net.connect({ host, port });
+    // As ioredis connects (its StandaloneConnector): host, port and family, and for TLS its options
+    // laid over them; Node then checks the certificate against the host name.
+    const at = { host, port, ...(this.#address.family !== undefined ? { family: this.#address.family } : {}) };
+    const socket = this.#address.tls ? tls.connect({ ...at, ...this.#address.tls }) : net.connect(at);
     this.#socket = socket;
     socket.setNoDelay(true);
     const connectTimer = setTimeout(() => this.#fail(socket, new ScriptConnectionError(`Connection is closed: no connection within ${this.#options.connectTimeoutMs} ms`)), this.#options.connectTimeoutMs);
@@ -205,24 +209,32 @@ export class ScriptConnection {
     const { username, password, db } = this.#address;
     const steps: Array<Promise<unknown>> = [];
     const step = (parts: string[]) => steps.push(new Promise((resolve, reject) => this.#send(parts, { resolve, reject, args: null, sentAtMs: performance.now() })));
-    if (password !== undefined) step(username === undefined ? ['AUTH', password] : ['AUTH', username, password]);
+    // As ioredis logs in: AUTH with the user name whenever there is one (an empty password for a
+    // user without one), else with the password alone when there is one.
+    if (username) step(['AUTH', username, password ?? '']);
+    else if (password) step(['AUTH', password]);
     if (db !== 0) step(['SELECT', String(db)]);
     step(['PING']);
-    Promise.all(steps).then(
-      () => {
-        if (this.#socket !== socket || this.#state !== 'connecting') return;
-        this.#state = 'ready';
-        this.#attempt = 0;
-        this.#settleFirstAttempt();
-      },
-      (error: unknown) => this.#fail(socket, error instanceof ScriptConnectionError ? error : new ScriptConnectionError(`Connection is closed: Redis refused the connection's set-up (${(error as Error).message})`, { cause: error })),
-    );
+    const loggingIn = username || password ? 1 : 0;
+    // Every step answers (or the connection fails); the first refusal in order is the one to report.
+    void Promise.allSettled(steps.map((pending, i) => (i < loggingIn ? pending.catch(toleratedAuthRefusal) : pending))).then((outcomes) => {
+      if (this.#socket !== socket || this.#state !== 'connecting') return;
+      const refusal = outcomes.find((outcome) => outcome.status === 'rejected');
+      if (refusal) {
+        const error: unknown = refusal.reason;
+        this.#fail(socket, error instanceof ScriptConnectionError ? error : new ScriptConnectionError(`Connection is closed: Redis refused the connection's set-up (${(error as Error).message})`, { cause: error }));
+        return;
+      }
+      this.#state = 'ready';
+      this.#attempt = 0;
+      this.#settleFirstAttempt();
+    });
   }
 
   #send(parts: string[], call: Call): void {
     this.#unsent.push(encodeCommand(parts));
     this.#calls.push(call);
-    this.#watchdog ??= setTimeout(this.#watch, this.#options.commandTimeoutMs).unref();
+    if (this.#watchdog === null && !this.#rechecking) this.#watchdog = setTimeout(this.#watch, this.#options.commandTimeoutMs).unref();
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       // After this turn's I/O callbacks, so that the calls of every request read in it share one write.
@@ -244,11 +256,23 @@ export class ScriptConnection {
     const oldest = this.#calls[0];
     if (oldest === undefined || this.#socket === null) return;
     const waitedMs = performance.now() - oldest.sentAtMs;
-    if (waitedMs >= this.#options.commandTimeoutMs) {
-      this.#fail(this.#socket, new ScriptConnectionError(`Command timed out: Redis did not answer within ${this.#options.commandTimeoutMs} ms`));
+    if (waitedMs < this.#options.commandTimeoutMs) {
+      this.#watchdog = setTimeout(this.#watch, Math.ceil(this.#options.commandTimeoutMs - waitedMs)).unref();
       return;
     }
-    this.#watchdog = setTimeout(this.#watch, Math.ceil(this.#options.commandTimeoutMs - waitedMs)).unref();
+    // Timers run before the event loop reads its sockets: after a stall of this process (a long
+    // garbage collection, say) the answer may be waiting unread. Look once more after this turn's I/O.
+    const socket = this.#socket;
+    this.#rechecking = true;
+    setImmediate(() => {
+      this.#rechecking = false;
+      if (this.#socket !== socket) return;
+      if (this.#calls[0] === oldest) {
+        this.#fail(socket, new ScriptConnectionError(`Command timed out: Redis did not answer within ${this.#options.commandTimeoutMs} ms`));
+        return;
+      }
+      if (this.#calls.length > 0) this.#watchdog = setTimeout(this.#watch, 0).unref();
+    });
   };
 
   #read(socket: net.Socket, chunk: Buffer): void {
@@ -263,17 +287,12 @@ export class ScriptConnection {
   readonly #answer = (reply: RespValue): void => {
     const call = this.#calls.shift();
     if (call === undefined) throw new Error('a reply that no call waits for');
-    if (this.#calls.length === 0) this.#onDrained?.();
-    if (!(reply instanceof RedisReplyError)) {
-      call.resolve(reply);
-      return;
-    }
-    if (call.args !== null && reply.message.startsWith('NOSCRIPT')) {
-      // Redis lost the script (SCRIPT FLUSH, or a restart this connection did not see): EVAL puts it back.
+    if (!(reply instanceof RedisReplyError)) call.resolve(reply);
+    else if (call.args !== null && reply.message.startsWith('NOSCRIPT')) {
+      // Redis does not have the script (a first call, SCRIPT FLUSH, a restart): EVAL sends and loads it.
       this.#send(['EVAL', this.#options.script.lua, this.#numberOfKeys, ...call.args], { ...call, args: null });
-      return;
-    }
-    call.reject(reply);
+    } else call.reject(reply);
+    if (this.#calls.length === 0) this.#onDrained?.();
   };
 
   /** The socket failed: the calls on it fail, and a new connection is tried after a pause. */
@@ -295,6 +314,7 @@ export class ScriptConnection {
     const calls = this.#calls;
     this.#calls = [];
     for (const call of calls) call.reject(error);
+    this.#onDrained?.();
     if (this.#attempt === 0) this.#settleFirstAttempt();
     if (this.#closing) return;
     this.#attempt += 1;
@@ -304,4 +324,14 @@ export class ScriptConnection {
     }, this.#options.reconnectDelayMs(this.#attempt));
     this.#reconnectTimer.unref();
   }
+}
+
+/**
+ * AUTH refusals ioredis lets pass, and so does this connection: a password given to a Redis that
+ * has none. Any other refusal ends the set-up.
+ */
+function toleratedAuthRefusal(error: unknown): void {
+  const message = error instanceof Error ? error.message : '';
+  if (message.includes('no password is set') || message.includes('without any password configured for the default user')) return;
+  throw error;
 }

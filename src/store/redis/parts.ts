@@ -23,8 +23,8 @@ export interface RedisParts {
   scripts: ScriptCommands;
   keys: KeyLayout;
   /**
-   * The execute script's own connection (script-connection.ts), on a single Redis given by a plain
-   * URL; null elsewhere. Only executeRoundTrip uses it, and only while it is ready.
+   * The execute script's own connection (script-connection.ts), on a single Redis given by a URL;
+   * null elsewhere. Only executeRoundTrip uses it, and only while it is ready.
    */
   executeConnection: ScriptConnection | null;
 }

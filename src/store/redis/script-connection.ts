@@ -5,8 +5,9 @@
 // a string written to a socket and a reply read by resp-replies.ts.
 //
 // It is an optimisation only, never a second way to fail open:
-// - Only a single Redis given by a plain URL gets one (hotPathAddress); a Cluster, Sentinel or a
-//   URL with options keeps every command on ioredis, which understands them.
+// - Only a single Redis given by a URL gets one, at the address, user and database ioredis parsed
+//   from it (scriptConnectionAddress); a Cluster, Sentinel or a Unix socket keeps every command on
+//   ioredis, which understands them.
 // - While it is not connected the store runs the script on its ioredis connection as before
 //   (RedisAgentRecords.executeRoundTrip), so a reconnect here costs speed, not answers.
 // - A call it has sent and that does not complete rejects with ScriptConnectionError, which the

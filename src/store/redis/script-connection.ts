@@ -1,8 +1,8 @@
 // The hot path's own connection to a single Redis: it carries one script, the execute round trip
-// (scripts.ts EXECUTE_ROUND_TRIP), and nothing else. Through ioredis that one call cost a fifth of
-// an execute's CPU (its command objects, a timer per command, its parser and promise chains; the
-// measurement is in bench/RESULTS.md, "The execute script on a connection of its own"); here it is
-// a string written to a socket and a reply read by resp-replies.ts.
+// (scripts.ts EXECUTE_ROUND_TRIP), and nothing else. Through ioredis that one call cost about a
+// sixth of an execute's server CPU more than it does here (its command and pipeline objects, a
+// timer per command, its parser; bench/RESULTS.md, "The execute script on a connection of its
+// own"); here it is a string written to a socket and a reply read by resp-replies.ts.
 //
 // It is an optimisation only, never a second way to fail open:
 // - Only a single Redis given by a URL gets one, at the address, user and database ioredis parsed

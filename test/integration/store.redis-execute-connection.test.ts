@@ -153,18 +153,21 @@ describe('the execute script connection under faults fails closed', () => {
   });
 
   it('an answer that comes late is never taken for a later call\'s: every call behind the late one fails with it', async () => {
-    // A script that keeps Redis busy past the command timeout: its answer does come, late, on the same socket.
+    // A script that keeps Redis busy past the command timeout: its answer does come, late, on the same
+    // socket. On a Redis of its own, so that no other test waits behind it.
+    const redis = await startThrowawayRedis();
+    opened.push({ close: () => redis.stop() });
     const slow = { numberOfKeys: 1, lua: "local t0 = redis.call('TIME') repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[2]) return ARGV[1]" };
-    const connection = await openReady(url, { script: slow, commandTimeoutMs: 200 });
+    const connection = await openReady(redis.url, { script: slow, commandTimeoutMs: 1000 });
     const key = `${prefix}late-${randomUUID()}`;
     expect(await connection.run([key, 'warm', '0'])).toBe('warm');
-    const late = connection.run([key, 'late', '600000']);
+    const late = connection.run([key, 'late', '3000000']);
     const behind = connection.run([key, 'behind', '0']);
     const [lateOutcome, behindOutcome] = await Promise.allSettled([late, behind]);
     expect(lateOutcome.status).toBe('rejected');
     expect(behindOutcome).toMatchObject({ status: 'rejected', reason: expect.any(ScriptConnectionError) });
     // Once Redis is free the connection is back, and each call gets its own answer.
-    await expect.poll(() => connection.ready, { timeout: 5000 }).toBe(true);
+    await expect.poll(() => connection.ready, { timeout: 10_000 }).toBe(true);
     expect(await connection.run([key, 'after', '0'])).toBe('after');
   });
 
@@ -232,8 +235,11 @@ describe('the store and its execute script connection', () => {
     expect(calls).toEqual(['own']);
   });
 
-  it('a URL with options ioredis reads (family, db) gets one at the same address and database', async () => {
-    const store = await createRedisStore({ url: `${url}?family=4&db=5`, keyPrefix: prefix });
+  it('a URL with options ioredis reads (here the database) gets one in the same database', async () => {
+    // On a Redis of its own: the agent is written to database 5 there and goes with it.
+    const redis = await startThrowawayRedis();
+    opened.push({ close: () => redis.stop() });
+    const store = await createRedisStore({ url: `${redis.url}?db=5`, keyPrefix: prefix });
     try {
       expect(store.executeConnectionReady).toBe(true);
       // The agent is written on the command connection; the script finds it only in the same database.

@@ -4,8 +4,9 @@
 // nil as null, arrays as arrays, an error reply as a RedisReplyError), so the store decodes a
 // reply the same way whichever connection carried it.
 //
-// Redis is the peer, but what arrives is still bounded: a reply nested deeper, an array longer or
-// a string larger than any reply of agentgate's can be is a protocol error, never an allocation.
+// Redis is the peer, but what arrives is still bounded: a reply nested deeper, an array longer, a
+// line or a string larger than any reply of agentgate's can be is a protocol error, never an
+// allocation; so is an integer this process cannot hold exactly.
 
 /** An error reply (`-ERR ...`, `-NOSCRIPT ...`): the message is Redis's own, code first. */
 export class RedisReplyError extends Error {
@@ -28,9 +29,11 @@ export type RespValue = string | number | null | RedisReplyError | RespValue[];
 /** Deeper than any of the store's scripts' replies (three levels), with room to spare. */
 const MAX_DEPTH = 8;
 /** Elements of one array: a batch's grants are at most a few hundred. */
-const MAX_ARRAY_LENGTH = 1 << 20;
-/** Bytes of one bulk string, and of one reply still being received. */
-const MAX_BULK_BYTES = 64 * 1024 * 1024;
+const MAX_ARRAY_LENGTH = 1 << 16;
+/** Bytes of one bulk string, and of one reply still being received: an execute's reply is a few KB. */
+const MAX_BULK_BYTES = 16 * 1024 * 1024;
+/** Bytes of a status or error line. */
+const MAX_LINE_BYTES = 64 * 1024;
 
 const CR = 13;
 const LF = 10;
@@ -96,6 +99,7 @@ export class RespReplyReader {
     const type = buffer[at];
     if (type === PLUS || type === MINUS) {
       const lineEnd = buffer.indexOf(CR, at + 1);
+      if (lineEnd < 0 && buffer.length - at > MAX_LINE_BYTES) throw new RespProtocolError(`a line of more than ${MAX_LINE_BYTES} bytes`);
       if (lineEnd < 0 || lineEnd + 1 >= buffer.length) return INCOMPLETE;
       if (buffer[lineEnd + 1] !== LF) throw new RespProtocolError('a line not ended by CRLF');
       this.#offset = lineEnd + 2;
@@ -119,6 +123,7 @@ export class RespReplyReader {
       magnitude = magnitude * 10 + digit;
     }
     if (i === firstDigit) throw new RespProtocolError('an empty integer');
+    if (magnitude > Number.MAX_SAFE_INTEGER) throw new RespProtocolError('an integer larger than this process holds exactly');
     if (i + 1 >= buffer.length) return INCOMPLETE;
     if (buffer[i + 1] !== LF) throw new RespProtocolError('a line not ended by CRLF');
     const value = negative ? -magnitude : magnitude;
@@ -127,6 +132,8 @@ export class RespReplyReader {
       this.#offset = next;
       return value;
     }
+    // A length is -1 (nil) or a count written without a sign or leading zeros, as Redis writes it.
+    if ((negative && magnitude !== 1) || (buffer[firstDigit] === ZERO && i - firstDigit > 1)) throw new RespProtocolError('a length that Redis would not write');
     if (value === -1) {
       this.#offset = next;
       return null;

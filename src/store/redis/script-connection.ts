@@ -42,6 +42,9 @@ export interface ScriptConnectionAddress {
  */
 export function scriptConnectionAddress(parsed: Pick<RedisOptions, 'host' | 'port' | 'family' | 'path' | 'username' | 'password' | 'db' | 'tls'>): ScriptConnectionAddress | null {
   if (parsed.path || typeof parsed.host !== 'string' || typeof parsed.port !== 'number') return null;
+  // ioredis skips SELECT for a database that is not a number (it then uses 0); rather than copy
+  // that, such a URL keeps the script on ioredis.
+  if (parsed.db !== undefined && !(Number.isSafeInteger(parsed.db) && parsed.db >= 0)) return null;
   return {
     host: parsed.host,
     port: parsed.port,
@@ -299,8 +302,13 @@ export class ScriptConnection {
   /** The socket failed: the calls on it fail, and a new connection is tried after a pause. */
   #fail(socket: net.Socket, error: ScriptConnectionError): void {
     if (this.#socket !== socket) return;
-    if (!this.#closing) this.#options.onConnectionError?.(error);
     this.#down(error);
+    if (this.#closing) return;
+    try {
+      this.#options.onConnectionError?.(error);
+    } catch {
+      // Reporting is the caller's; a reporter that throws must not stop the reconnect or reach the event loop.
+    }
   }
 
   /** Drops the socket and fails the calls on it; unless closing, tries again after a pause. */
@@ -329,10 +337,13 @@ export class ScriptConnection {
 
 /**
  * AUTH refusals ioredis lets pass, and so does this connection: a password given to a Redis that
- * has none. Any other refusal ends the set-up.
+ * has none, a user name given to one that knows none. Any other refusal ends the set-up.
  */
 function toleratedAuthRefusal(error: unknown): void {
-  const message = error instanceof Error ? error.message : '';
+  if (!(error instanceof RedisReplyError)) throw error;
+  const { message } = error;
   if (message.includes('no password is set') || message.includes('without any password configured for the default user')) return;
+  // Redis 5 and older know no user names: ioredis goes on, and so does this (PING then says whether a password was needed).
+  if (message.includes("wrong number of arguments for 'auth'")) return;
   throw error;
 }

@@ -36,8 +36,9 @@ function open(target: string, options: { script?: { lua: string; numberOfKeys: n
   if (address === null) throw new Error(`no address in ${target}`);
   const connection = new ScriptConnection(address, {
     script: options.script ?? ECHO,
-    connectTimeoutMs: 1000,
-    commandTimeoutMs: options.commandTimeoutMs ?? 2000,
+    // Generous, so that a machine busy with other test files never makes a healthy call time out.
+    connectTimeoutMs: 5000,
+    commandTimeoutMs: options.commandTimeoutMs ?? 5000,
     // Reconnects come quickly here, so a test waits on the connection, not on the back-off.
     reconnectDelayMs: () => 20,
     onConnectionError: (error) => options.errors?.push(error),
@@ -138,7 +139,7 @@ describe('the execute script connection under faults fails closed', () => {
   });
 
   it('a Redis that stops answering: the call fails as a timeout, and the connection is replaced', async () => {
-    const connection = await openReady(proxy.url, { commandTimeoutMs: 300 });
+    const connection = await openReady(proxy.url, { commandTimeoutMs: 1500 });
     const key = `${prefix}frozen-${randomUUID()}`;
     expect(((await connection.run([key, 'before'])) as unknown[]).slice(0, 3)).toEqual([key, 'before', 1]);
     proxy.freezeNow();
@@ -158,10 +159,10 @@ describe('the execute script connection under faults fails closed', () => {
     const redis = await startThrowawayRedis();
     opened.push({ close: () => redis.stop() });
     const slow = { numberOfKeys: 1, lua: "local t0 = redis.call('TIME') repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[2]) return ARGV[1]" };
-    const connection = await openReady(redis.url, { script: slow, commandTimeoutMs: 1000 });
+    const connection = await openReady(redis.url, { script: slow, commandTimeoutMs: 1500 });
     const key = `${prefix}late-${randomUUID()}`;
     expect(await connection.run([key, 'warm', '0'])).toBe('warm');
-    const late = connection.run([key, 'late', '3000000']);
+    const late = connection.run([key, 'late', '4000000']);
     const behind = connection.run([key, 'behind', '0']);
     const [lateOutcome, behindOutcome] = await Promise.allSettled([late, behind]);
     expect(lateOutcome.status).toBe('rejected');

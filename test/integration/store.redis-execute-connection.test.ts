@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RedisAuditRecords } from '../../src/store/redis/audit-records.ts';
 import { RedisAgentRecords } from '../../src/store/redis/agent-records.ts';
-import { isRedisUnavailable } from '../../src/store/redis/connection.ts';
+import { describeRedisFailure, isRedisUnavailable } from '../../src/store/redis/connection.ts';
 import { RedisDecisionRecords } from '../../src/store/redis/decision-records.ts';
 import { keyLayout } from '../../src/store/redis/keys.ts';
 import { redisParts } from '../../src/store/redis/parts.ts';
@@ -119,6 +119,8 @@ describe('the execute script connection logs in as the URL says', () => {
     await connection.firstAttempt();
     expect(connection.ready).toBe(false);
     expect(errors[0]?.message).toMatch(/WRONGPASS|invalid username-password/);
+    // Named as the command connection's refusal is, so the log says to check the credentials.
+    expect(describeRedisFailure(errors[0]).code).toBe('WRONGPASS');
     const refused = await connection.run(['k', 'v']).then(() => null, (err: unknown) => err);
     expect(refused).toBeInstanceOf(ScriptConnectionError);
     expect(isRedisUnavailable(refused)).toBe(true);

@@ -226,7 +226,8 @@ export class ScriptConnection {
       const refusal = outcomes.find((outcome) => outcome.status === 'rejected');
       if (refusal) {
         const error: unknown = refusal.reason;
-        this.#fail(socket, error instanceof ScriptConnectionError ? error : new ScriptConnectionError(`Connection is closed: Redis refused the connection's set-up (${(error as Error).message})`, { cause: error }));
+        // Redis's own words (WRONGPASS ..., NOAUTH ...), so that the store's log says what to fix.
+        this.#fail(socket, error instanceof ScriptConnectionError ? error : new ScriptConnectionError((error as Error).message, { cause: error }));
         return;
       }
       this.#state = 'ready';
